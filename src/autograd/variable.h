@@ -1,0 +1,76 @@
+// Reverse-mode autograd, flashlight style: every op returns a Var holding its value and one
+// backward closure over its inputs. The tape is the graph of Vars itself, built as code runs.
+//
+// Gradients accumulate: a leaf's grad keeps growing across backward() calls (micro-batches)
+// until zero_grad(). A leaf's grad-ready hook fires once per backward(), as soon as every
+// consumer of that leaf has contributed, so data-parallel code can start reducing early.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hylo {
+
+class Var;
+// Receives d(loss)/d(output) and must call inputs[i].accumulate_grad(...) for inputs needing it.
+using BackwardFn = std::function<void(const Tensor& grad_out, std::vector<Var>& inputs)>;
+using GradReadyHook = std::function<void(Var&)>;
+
+class Var {
+ public:
+  Var() = default;
+  explicit Var(Tensor value, bool requires_grad = false, std::string name = "");
+
+  // Result of an op: records the backward closure only when grad mode is on and some input
+  // needs a gradient; otherwise the result is a constant and the inputs are not kept alive.
+  static Var from_op(Tensor value, std::vector<Var> inputs, BackwardFn backward);
+
+  bool defined() const { return node_ != nullptr; }
+  const Tensor& value() const { return node_->value; }
+  Tensor& mutable_value() { return node_->value; }
+  const Shape& shape() const { return node_->value.shape(); }
+  bool requires_grad() const { return node_ && node_->requires_grad; }
+  const std::string& name() const { return node_->name; }
+  bool has_grad() const { return node_->grad.defined(); }
+  const Tensor& grad() const { return node_->grad; }
+  Tensor& mutable_grad() { return node_->grad; }
+  void zero_grad() { node_->grad = Tensor(); }
+  void set_grad_ready_hook(GradReadyHook hook) { node_->grad_ready = std::move(hook); }
+
+  // Adds g into this Var's gradient (adopting g when there is none yet).
+  void accumulate_grad(const Tensor& g);
+
+  // Back-propagates from this scalar with d(loss)/d(this) = 1.
+  void backward();
+
+ private:
+  struct Node {
+    Tensor value;
+    Tensor grad;
+    bool requires_grad = false;
+    std::string name;
+    std::vector<Var> inputs;
+    BackwardFn backward;
+    GradReadyHook grad_ready;
+  };
+  std::shared_ptr<Node> node_;
+};
+
+bool grad_enabled();
+
+// Disables taping in its scope (evaluation, optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace hylo

@@ -1,0 +1,17 @@
+// Subcommands of the `hylo` executable; each takes the arguments after its name and returns the
+// process exit code. Errors are thrown as hylo::Error and printed by main as one line.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hylo {
+
+using Args = std::vector<std::string>;
+
+int run_train_command(const Args& args);
+int run_eval_command(const Args& args);
+int run_params_command(const Args& args);
+int run_data_command(const Args& args);        // cli/data_commands.cpp
+int run_bench_attention(const Args& args);     // cli/bench_attention.cpp
+
+}  // namespace hylo

@@ -1,0 +1,49 @@
+// hylo: pretraining hybrid local/global attention language models.
+#include <cstdio>
+#include <map>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
+  train CONFIG [--set key=value]... [--run-dir DIR] [--resume auto|PATH] [--overwrite] [--device cpu|cuda]
+  eval RUN_DIR_OR_CHECKPOINT [--set key=value]...
+  params CONFIG [--set key=value]...
+  data prepare|encode|decode|inspect ...
+  bench attention [--kind pbb|swa|full ...]
+)";
+
+int run_bench(const hylo::Args& args) {
+  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention)");
+  hylo::Args rest(args.begin() + 1, args.end());
+  if (args[0] == "attention") return hylo::run_bench_attention(rest);
+  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention)", args[0]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::map<std::string, int (*)(const hylo::Args&)> commands{
+      {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command}, {"params", hylo::run_params_command},
+      {"data", hylo::run_data_command},   {"bench", run_bench},
+  };
+  const std::string name = argv[1];
+  const hylo::Args args(argv + 2, argv + argc);
+  try {
+    auto it = commands.find(name);
+    HYLO_CHECK(it != commands.end(), "unknown command '{}' (run hylo --help)", name);
+    return it->second(args);
+  } catch (const hylo::Error& e) {
+    std::fprintf(stderr, "hylo: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hylo: error: %s\n", e.what());
+    return 1;
+  }
+}

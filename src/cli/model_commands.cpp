@@ -1,0 +1,100 @@
+// `hylo train`, `hylo eval`, `hylo params`.
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "nn/transformer.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/flops.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
+
+namespace hylo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Takes the value after flag args[i] (advancing i) or fails naming the flag.
+const std::string& flag_value(const Args& args, size_t& i) {
+  HYLO_CHECK(i + 1 < args.size(), "{} needs a value", args[i]);
+  return args[++i];
+}
+
+}  // namespace
+
+int run_train_command(const Args& args) {
+  TrainOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--set") o.overrides.push_back(flag_value(args, i));
+    else if (a == "--run-dir") o.run_dir = flag_value(args, i);
+    else if (a == "--resume") o.resume = flag_value(args, i);
+    else if (a == "--overwrite") o.overwrite = true;
+    else if (a == "--device") o.overrides.push_back("device=" + flag_value(args, i));
+    else if (o.config_path.empty() && !a.starts_with("--")) o.config_path = a;
+    else HYLO_FAIL("train: unexpected argument '{}'", a);
+  }
+  HYLO_CHECK(!o.config_path.empty(), "train: expected a config file (e.g. configs/tiny.yaml)");
+  return run_train(o);
+}
+
+int run_eval_command(const Args& args) {
+  HYLO_CHECK(!args.empty(), "eval: expected a run directory or checkpoint file");
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    HYLO_CHECK(args[i] == "--set", "eval: unexpected argument '{}'", args[i]);
+    overrides.push_back(flag_value(args, i));
+  }
+  std::string path = args[0];
+  if (fs::is_directory(path)) {
+    auto latest = latest_valid_checkpoint(path);
+    HYLO_CHECK(latest.has_value(), "{}: no valid checkpoint under {}/checkpoints", path, path);
+    path = *latest;
+  }
+  CheckpointState state = load_checkpoint(path);
+  Config config = config_from_yaml_text(state.config_yaml, path + ":/config");
+  for (const std::string& o : overrides) apply_override(config, o);
+  validate(config);
+  const Device device = config.device == "cuda" ? Device::cuda : Device::cpu;
+  Transformer model(config.model, config.train.seed);
+  ParamList& params = model.parameters();
+  HYLO_CHECK(state.model.size() == params.size(), "{}: holds {} parameters, the config builds {}", path,
+             state.model.size(), params.size());
+  std::vector<Tensor> masters;
+  for (size_t i = 0; i < params.size(); ++i) {
+    HYLO_CHECK(state.model[i].name == params[i].name, "{}: parameter {} is {}, expected {}", path, i,
+               state.model[i].name, params[i].name);
+    masters.push_back(state.model[i].value);
+  }
+  AdamW placement(params, AdamWOptions{}, device);
+  placement.load_masters(masters);
+  EvalResult r = evaluate_val_loss(model, config, device);
+  fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", path, state.step, r.loss,
+             r.perplexity, r.tokens, config.data.val);
+  return 0;
+}
+
+int run_params_command(const Args& args) {
+  HYLO_CHECK(!args.empty(), "params: expected a config file");
+  std::vector<std::string> overrides;
+  for (size_t i = 1; i < args.size(); ++i) {
+    HYLO_CHECK(args[i] == "--set", "params: unexpected argument '{}'", args[i]);
+    overrides.push_back(flag_value(args, i));
+  }
+  Config config = load_config(args[0], overrides);
+  validate(config);
+  fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
+  for (const ParamCount& row : count_parameters(config.model))
+    fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,
+               row.active / 1e6);
+  const double flops = train_flops_per_token(config.model, config.train.seq_len);
+  fmt::print("training FLOPs per token at seq_len {}: {:.4g} (6 x matmul params + 12 x H x hd x mean visited keys "
+             "per layer)\n",
+             config.train.seq_len, flops);
+  return 0;
+}
+
+}  // namespace hylo

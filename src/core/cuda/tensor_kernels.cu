@@ -1,0 +1,88 @@
+#include <cuda_bf16.h>
+
+#include "core/cuda/check.h"
+#include "core/cuda/tensor_kernels.h"
+
+namespace hylo::cuda {
+
+cudaStream_t stream() {
+  // One non-blocking stream for all compute, so NCCL streams can overlap with it later.
+  static cudaStream_t s = [] {
+    cudaStream_t created;
+    HYLO_CUDA_CHECK(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    return created;
+  }();
+  return s;
+}
+
+template <class T> __device__ __forceinline__ float load_f(const T* p, int64_t i) { return float(p[i]); }
+template <> __device__ __forceinline__ float load_f(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+template <class T> __device__ __forceinline__ void store_f(T* p, int64_t i, double v) { p[i] = T(v); }
+template <> __device__ __forceinline__ void store_f(__nv_bfloat16* p, int64_t i, double v) { p[i] = __float2bfloat16_rn(float(v)); }
+
+template <class T>
+__global__ void fill_kernel(T* dst, int64_t n, double value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f(dst, i, value);
+}
+
+template <class T>
+__global__ void add_kernel(T* dst, const T* src, int64_t n, double alpha) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f(dst, i, double(load_f(dst, i)) + alpha * double(load_f(src, i)));
+}
+
+template <class From, class To>
+__global__ void cast_kernel(const From* src, To* dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    store_f(dst, i, double(load_f(src, i)));
+}
+
+static int grid_for(int64_t n) { return int(n / 256 + 1 < 65535 ? n / 256 + 1 : 65535); }
+
+// Calls f with a typed null pointer for each float dtype, so one switch serves every primitive.
+template <class F>
+static void with_float_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f((float*)nullptr);
+    case DType::f64: return f((double*)nullptr);
+    case DType::bf16: return f((__nv_bfloat16*)nullptr);
+    default: HYLO_FAIL("cuda tensor primitive: unsupported dtype {}", dtype_name(dtype));
+  }
+}
+
+void fill(void* dst, DType dtype, int64_t n, double value) {
+  if (n == 0) return;
+  if (value == 0.0) {
+    HYLO_CUDA_CHECK(cudaMemsetAsync(dst, 0, size_t(n) * dtype_size(dtype), stream()));
+    return;
+  }
+  with_float_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    fill_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<T*>(dst), n, value);
+  });
+  HYLO_CUDA_CHECK(cudaGetLastError());
+}
+
+void add(void* dst, const void* src, DType dtype, int64_t n, double alpha) {
+  if (n == 0) return;
+  with_float_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    add_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<T*>(dst), static_cast<const T*>(src), n, alpha);
+  });
+  HYLO_CUDA_CHECK(cudaGetLastError());
+}
+
+void cast(const void* src, DType from, void* dst, DType to, int64_t n) {
+  if (n == 0) return;
+  with_float_type(from, [&](auto* from_tag) {
+    using F = std::remove_pointer_t<decltype(from_tag)>;
+    with_float_type(to, [&](auto* to_tag) {
+      using T = std::remove_pointer_t<decltype(to_tag)>;
+      cast_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const F*>(src), static_cast<T*>(dst), n);
+    });
+  });
+  HYLO_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hylo::cuda

@@ -1,0 +1,17 @@
+// The few device primitives a Tensor needs for itself (fill, accumulate, cast) and the stream
+// every hylo launch is ordered on.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hylo::cuda {
+
+cudaStream_t stream();
+void fill(void* dst, DType dtype, int64_t n, double value);
+void add(void* dst, const void* src, DType dtype, int64_t n, double alpha);  // dst += alpha * src
+void cast(const void* src, DType from, void* dst, DType to, int64_t n);
+
+}  // namespace hylo::cuda

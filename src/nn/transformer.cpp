@@ -1,0 +1,87 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace hylo {
+
+AttnMask mask_for(const AttnKindConfig& kind) {
+  if (kind.kind == "swa") return {MaskKind::swa, kind.window, 0, 0};
+  if (kind.kind == "pbb") return {MaskKind::pbb, 0, kind.block, kind.bridge};
+  HYLO_CHECK(kind.kind == "full", "unknown attention kind '{}' (expected full, swa or pbb)", kind.kind);
+  return {};
+}
+
+Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
+  const int64_t D = c.d_model, hd = c.head_dim(), H = c.n_heads;
+  const int64_t Hkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
+  const int64_t F = c.ffn_hidden;
+  const double std = c.init_std;
+  // GPT-2 style: projections that write into the residual stream are scaled down with depth.
+  const double out_std = std / std::sqrt(2.0 * c.n_layers);
+
+  embed_VD = make_parameter(params_, "embed", {c.vocab_size, D}, std, false, seed);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blocks." + std::to_string(l) + ".";
+    Block b;
+    const AttnKindConfig& kind = c.layer_kind(l) == 'L' ? c.local : c.global;
+    b.attn_norm = make_parameter(params_, p + "attn_norm", {D}, 0.0, false, seed);
+    b.attn.wq_QD = make_parameter(params_, p + "attn.wq", {H * hd, D}, std, true, seed);
+    b.attn.wk_KD = make_parameter(params_, p + "attn.wk", {Hkv * hd, D}, std, true, seed);
+    b.attn.wv_KD = make_parameter(params_, p + "attn.wv", {Hkv * hd, D}, std, true, seed);
+    b.attn.wo_DQ = make_parameter(params_, p + "attn.wo", {D, H * hd}, out_std, true, seed);
+    if (c.qk_norm) {
+      b.attn.q_norm = make_parameter(params_, p + "attn.q_norm", {hd}, 0.0, false, seed);
+      b.attn.k_norm = make_parameter(params_, p + "attn.k_norm", {hd}, 0.0, false, seed);
+    }
+    b.attn.mask = mask_for(kind);
+    b.attn.rope_theta = kind.rope_theta;
+    b.attn.nope = kind.nope;
+    b.ffn_norm = make_parameter(params_, p + "ffn_norm", {D}, 0.0, false, seed);
+    b.ffn.w_in_2FD = make_parameter(params_, p + "ffn.w_in", {2 * F, D}, std, true, seed);
+    b.ffn.w_out_DF = make_parameter(params_, p + "ffn.w_out", {D, F}, out_std, true, seed);
+    blocks_.push_back(std::move(b));
+  }
+  final_norm = make_parameter(params_, "final_norm", {D}, 0.0, false, seed);
+  head_VD = c.tie_embeddings ? embed_VD : make_parameter(params_, "head", {c.vocab_size, D}, std, true, seed);
+}
+
+Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T) const {
+  const ModelConfig& c = config_;
+  const int64_t hd = c.head_dim(), H = c.n_heads, Hkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
+  const double eps = c.norm_eps;
+
+  Var h_ND = rmsnorm(x_ND, b.attn_norm, eps);
+  Var q = reshape(linear(h_ND, b.attn.wq_QD), {B, T, H, hd});
+  Var k = reshape(linear(h_ND, b.attn.wk_KD), {B, T, Hkv, hd});
+  Var v = reshape(linear(h_ND, b.attn.wv_KD), {B, T, Hkv, hd});
+  if (c.qk_norm) {
+    q = reshape(rmsnorm(reshape(q, {-1, hd}), b.attn.q_norm, eps), {B, T, H, hd});
+    k = reshape(rmsnorm(reshape(k, {-1, hd}), b.attn.k_norm, eps), {B, T, Hkv, hd});
+  }
+  if (!b.attn.nope) {
+    q = rope(q, b.attn.rope_theta);
+    k = rope(k, b.attn.rope_theta);
+  }
+  Var a = reshape(attention(q, k, v, b.attn.mask), {int64_t(B) * T, H * hd});
+  Var x = add(x_ND, linear(a, b.attn.wo_DQ));
+
+  Var g = rmsnorm(x, b.ffn_norm, eps);
+  return add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
+}
+
+Var Transformer::forward(const Tensor& ids_BT) const {
+  HYLO_CHECK(ids_BT.dim() == 2 && ids_BT.dtype() == DType::i32, "forward: ids must be (B, T) int32, got {} {}",
+             dtype_name(ids_BT.dtype()), shape_str(ids_BT.shape()));
+  const int B = int(ids_BT.size(0)), T = int(ids_BT.size(1));
+  Var x = embedding(ids_BT.view({-1}), embed_VD);
+  for (const Block& b : blocks_) x = block_forward(b, x, B, T);
+  return linear(rmsnorm(x, final_norm, config_.norm_eps), head_VD);
+}
+
+Var Transformer::loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const {
+  return cross_entropy(forward(inputs_BT), targets_N, vocab_valid);
+}
+
+}  // namespace hylo

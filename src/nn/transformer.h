@@ -1,0 +1,61 @@
+// Pre-norm decoder of SPEC §2: embedding -> N blocks -> RMSNorm -> LM head (tied by default).
+// Block = x + Attn(RMSNorm(x)); x + FFN(RMSNorm(x)). Layer kinds come from the pattern string
+// ('L' local: pbb/swa/full per config, 'G' global), repeated to the depth.
+//
+// Shape legend: B batch, T time, N = B*T, D d_model, H heads, Hkv kv heads, hd head dim,
+// F ffn hidden, V vocab.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model_config.h"
+#include "nn/parameter.h"
+#include "ops/mask.h"
+
+namespace hylo {
+
+struct AttentionLayer {
+  Var wq_QD, wk_KD, wv_KD, wo_DQ;  // Q = H*hd, K = Hkv*hd
+  Var q_norm, k_norm;              // (hd), only with qk_norm
+  AttnMask mask;
+  double rope_theta = 10000;
+  bool nope = false;
+};
+
+struct FeedForward {
+  Var w_in_2FD;   // gate rows [0, F), up rows [F, 2F)
+  Var w_out_DF;
+};
+
+struct Block {
+  Var attn_norm, ffn_norm;
+  AttentionLayer attn;
+  FeedForward ffn;
+};
+
+class Transformer {
+ public:
+  Transformer(const ModelConfig& config, uint64_t seed);
+
+  // ids_BT (B, T) int32 -> logits (B*T, V)
+  Var forward(const Tensor& ids_BT) const;
+  // Mean next-token cross-entropy; inputs (B, T) and targets (B*T) int32 on the model's device.
+  Var loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const;
+
+  const ModelConfig& config() const { return config_; }
+  ParamList& parameters() { return params_; }
+  const ParamList& parameters() const { return params_; }
+
+ private:
+  Var block_forward(const Block& block, const Var& x_ND, int B, int T) const;
+
+  ModelConfig config_;
+  ParamList params_;
+  Var embed_VD, final_norm, head_VD;  // head_VD == embed_VD when tied
+  std::vector<Block> blocks_;
+};
+
+AttnMask mask_for(const AttnKindConfig& kind);
+
+}  // namespace hylo

@@ -1,0 +1,31 @@
+// Parameter and FLOP accounting shared by `hylo params`, progress lines and benchmarks.
+//
+// Training FLOPs per token = 6 * (matmul parameters touched per token, LM head included)
+//                          + 12 * sum over layers of (H * hd * mean visited keys per query),
+// i.e. forward 2 FLOPs per multiply-add, backward twice the forward. MFU divides achieved
+// FLOP/s by the device's dense bf16 peak.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/model_config.h"
+#include "ops/mask.h"
+
+namespace hylo {
+
+struct ParamCount {
+  std::string component;
+  int64_t stored = 0;
+  int64_t active = 0;  // per token (MoE: routed experts only)
+};
+
+// By component, then a final "total" row.
+std::vector<ParamCount> count_parameters(const ModelConfig& config);
+// Mean number of keys a query attends over a sequence of length T.
+double mean_visited_keys(const AttnMask& mask, int64_t T);
+double train_flops_per_token(const ModelConfig& config, int64_t seq_len);
+// Dense bf16 tensor-core peak of the device we run on, or 0 when unknown (CPU).
+double peak_flops(bool cuda);
+
+}  // namespace hylo

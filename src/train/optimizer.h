@@ -1,0 +1,45 @@
+// AdamW with decoupled weight decay and global-norm clipping. The optimizer owns the fp32 master
+// weights: on the CPU they are the parameters themselves; on CUDA the parameters become bf16
+// copies that every step rewrites from the masters (llm.c style).
+#pragma once
+#include <vector>
+
+#include "nn/parameter.h"
+
+namespace hylo {
+
+struct AdamWOptions {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};
+
+class AdamW {
+ public:
+  // Places the parameters on `device` (bf16 compute copies on CUDA) and zeroes the moments.
+  AdamW(ParamList& params, AdamWOptions options, Device device);
+
+  // Global L2 norm of all gradients (missing gradients count as zero).
+  double grad_norm() const;
+  // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping).
+  void step(double lr, double grad_scale);
+  void zero_grad();
+
+  int64_t steps_taken() const { return step_; }
+  void set_steps_taken(int64_t s) { step_ = s; }
+  // fp32 masters and moments, in parameter order.
+  const std::vector<Tensor>& masters() const { return master_; }
+  std::vector<Tensor>& moments_m() { return m_; }
+  std::vector<Tensor>& moments_v() { return v_; }
+  // Copies new master values in (checkpoint load) and refreshes the compute copies.
+  void load_masters(const std::vector<Tensor>& values_cpu);
+
+ private:
+  void refresh_compute_copies();
+
+  ParamList& params_;
+  AdamWOptions options_;
+  Device device_;
+  int64_t step_ = 0;
+  std::vector<Tensor> master_, m_, v_;
+};
+
+}  // namespace hylo

@@ -1,0 +1,211 @@
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+#include "data/loader.h"
+#include "nn/transformer.h"
+#include "ops/ops.h"
+#include "train/checkpoint.h"
+#include "train/evaluate.h"
+#include "train/flops.h"
+#include "train/optimizer.h"
+#include "train/progress.h"
+#include "train/run_dir.h"
+#include "train/schedule.h"
+#include "train/step_batch.h"
+
+namespace hylo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu;
+  HYLO_CHECK(name == "cuda", "device: expected cpu or cuda, got '{}'", name);
+#if !HYLO_WITH_CUDA
+  HYLO_FAIL("device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)");
+#endif
+  return Device::cuda;
+}
+
+// Drops metrics rows past `step` so a resumed run's log reads as if it had never stopped.
+void truncate_metrics(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    auto at = line.find("\"step\":");
+    if (at == std::string::npos || std::stoll(line.substr(at + 7)) <= step) kept += line + "\n";
+  }
+  in.close();
+  std::ofstream(path + ".tmp") << kept;
+  fs::rename(path + ".tmp", path);
+}
+
+// Names the first parameter whose gradient holds NaN/inf (the slow path, after a bad step).
+std::string first_nonfinite_grad(const ParamList& params) {
+  for (const Parameter& p : params) {
+    if (!p.var.has_grad()) continue;
+    for (float g : p.var.grad().to(DType::f32).to_vector<float>())
+      if (!std::isfinite(g)) return p.name;
+  }
+  return "(none: the loss itself)";
+}
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& options);
+  int run();
+
+ private:
+  double train_step(int64_t step, double lr);
+  void save(int64_t step);
+  void restore(const std::string& path);
+
+  Config config_;
+  Device device_;
+  std::string run_dir_;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<AdamW> optimizer_;
+  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<MetricsLog> metrics_;
+  LrSchedule schedule_;
+  int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
+  int64_t start_step_ = 0;
+};
+
+Trainer::Trainer(const TrainOptions& options) {
+  config_ = load_config(options.config_path, options.overrides);
+  validate(config_);
+  device_ = parse_device(config_.device);
+  run_dir_ = options.run_dir.empty() ? "runs/" + fs::path(options.config_path).stem().string() : options.run_dir;
+  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
+
+  const TrainConfig& t = config_.train;
+  micro_batch_ = t.micro_batch_size ? t.micro_batch_size : t.batch_size;
+  accumulation_ = t.batch_size / micro_batch_;
+  loader_ = std::make_unique<DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
+  check_vocab(config_.data.train, config_.model.vocab_size);
+  vocab_valid_ = int(loader_->vocab_size());
+
+  model_ = std::make_unique<Transformer>(config_.model, t.seed);
+  optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
+                                       device_);
+  schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
+
+  std::string resume_from = options.resume;
+  if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
+  if (!resume_from.empty()) restore(resume_from);
+  truncate_metrics(run_dir_ + "/metrics.jsonl", start_step_);
+  metrics_ = std::make_unique<MetricsLog>(run_dir_);
+  if (!resume_from.empty())
+    log_line(metrics_.get(), fmt::format("resumed from {} at step {}", resume_from, start_step_));
+}
+
+void Trainer::restore(const std::string& path) {
+  CheckpointState s = load_checkpoint(path);
+  const ParamList& params = model_->parameters();
+  HYLO_CHECK(s.model.size() == params.size(), "{}: holds {} parameters, the model has {}", path, s.model.size(),
+             params.size());
+  std::vector<Tensor> masters;
+  for (size_t i = 0; i < params.size(); ++i) {
+    HYLO_CHECK(s.model[i].name == params[i].name && s.model[i].value.shape() == params[i].var.shape(),
+               "{}: parameter {} is {} {}, the model expects {} {}", path, i, s.model[i].name,
+               shape_str(s.model[i].value.shape()), params[i].name, shape_str(params[i].var.shape()));
+    masters.push_back(s.model[i].value);
+    optimizer_->moments_m()[i].copy_from(s.optim_m[i].value.to(device_));
+    optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
+  }
+  optimizer_->load_masters(masters);
+  optimizer_->set_steps_taken(s.step);
+  loader_->restore(s.data_cursor);
+  start_step_ = s.step;
+}
+
+void Trainer::save(int64_t step) {
+  CheckpointState s;
+  s.step = step;
+  const ParamList& params = model_->parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    s.model.push_back({params[i].name, optimizer_->masters()[i].to(Device::cpu)});
+    s.optim_m.push_back({params[i].name, optimizer_->moments_m()[i].to(Device::cpu)});
+    s.optim_v.push_back({params[i].name, optimizer_->moments_v()[i].to(Device::cpu)});
+  }
+  s.rng = {config_.train.seed, uint64_t(step)};
+  s.data_cursor = loader_->cursor();
+  s.config_yaml = to_yaml(config_);
+  s.meta = {{"version", "1"}, {"world_size", "1"}, {"layout", "dp=1"}, {"device", std::string(device_name(device_))}};
+  save_checkpoint(checkpoint_path(run_dir_, step), s);
+  prune_checkpoints(run_dir_, config_.train.keep_last);
+}
+
+// Forward + backward over all micro-batches; returns the mean loss of the step.
+double Trainer::train_step(int64_t, double) {
+  double loss_sum = 0;
+  const int T = config_.train.seq_len;
+  for (int micro = 0; micro < accumulation_; ++micro) {
+    StepBatch batch = make_step_batch(loader_->next(), micro_batch_, T, device_);
+    Var loss = model_->loss(batch.inputs_BT, batch.targets_N, vocab_valid_);
+    loss_sum += double(loss.value().to(DType::f32).to_vector<float>()[0]);
+    scale(loss, 1.0 / accumulation_).backward();
+  }
+  return loss_sum / accumulation_;
+}
+
+int Trainer::run() {
+  const TrainConfig& t = config_.train;
+  const double tokens_per_step = double(t.batch_size) * t.seq_len;
+  const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
+  const double peak = peak_flops(device_ == Device::cuda);
+  Progress progress(t.steps, start_step_);
+  log_line(metrics_.get(), fmt::format("training {} params on {} for {} steps ({} tokens/step) in {}",
+                                       count_parameters(config_.model).back().stored, device_name(device_), t.steps,
+                                       int64_t(tokens_per_step), run_dir_));
+  for (int64_t step = start_step_; step < t.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    optimizer_->zero_grad();
+    const double lr = schedule_.at(step);
+    const double loss = train_step(step, lr);
+    const double norm = optimizer_->grad_norm();
+    const bool finite = std::isfinite(loss) && std::isfinite(norm);
+    if (finite) {
+      const double clip = t.grad_clip > 0 && norm > t.grad_clip ? t.grad_clip / norm : 1.0;
+      optimizer_->step(lr, clip);
+    } else if (t.nan_policy == "abort") {
+      HYLO_FAIL("step {}: non-finite loss {} / grad norm {} (first bad gradient: {}); aborting without saving",
+                step + 1, loss, norm, first_nonfinite_grad(model_->parameters()));
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tokens_per_s = tokens_per_step / seconds;
+    const double mfu = peak > 0 ? tokens_per_s * flops_per_token / peak : 0.0;
+    const int64_t done = step + 1;
+    MetricsRow row;
+    row.add("step", done).add("loss", loss).add("lr", lr).add("grad_norm", norm);
+    row.add("tokens", int64_t(double(done) * tokens_per_step)).add("tokens_per_s", tokens_per_s).add("mfu", mfu);
+    if (!finite) row.add("skipped", int64_t(1));
+    metrics_->write(row);
+    if (done % t.log_every == 0 || done == t.steps || !finite)
+      log_line(metrics_.get(), progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
+                                   (finite ? "" : " | non-finite: update skipped"));
+    if (t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
+      EvalResult e = evaluate_val_loss(*model_, config_, device_);
+      MetricsRow eval_row;
+      eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
+      metrics_->write(eval_row);
+      log_line(metrics_.get(), fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
+    }
+    if (t.checkpoint_every > 0 && (done % t.checkpoint_every == 0 || done == t.steps)) save(done);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_train(const TrainOptions& options) { return Trainer(options).run(); }
+
+}  // namespace hylo
