@@ -8,7 +8,8 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
-  train CONFIG [--set key=value]... [--run-dir DIR] [--resume auto|PATH] [--overwrite] [--device cpu|cuda]
+  train CONFIG [--set key=value]... [--run-dir DIR] [--resume auto|PATH] [--overwrite]
+        [--device cpu|cuda] [--stop-at STEP]
   eval RUN_DIR_OR_CHECKPOINT [--set key=value]...
   params CONFIG [--set key=value]...
   data prepare|encode|decode|inspect ...

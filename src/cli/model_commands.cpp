@@ -33,6 +33,7 @@ int run_train_command(const Args& args) {
     else if (a == "--run-dir") o.run_dir = flag_value(args, i);
     else if (a == "--resume") o.resume = flag_value(args, i);
     else if (a == "--overwrite") o.overwrite = true;
+    else if (a == "--stop-at") o.stop_at = std::stoll(flag_value(args, i));
     else if (a == "--device") o.overrides.push_back("device=" + flag_value(args, i));
     else if (o.config_path.empty() && !a.starts_with("--")) o.config_path = a;
     else HYLO_FAIL("train: unexpected argument '{}'", a);
@@ -55,9 +56,7 @@ int run_eval_command(const Args& args) {
     path = *latest;
   }
   CheckpointState state = load_checkpoint(path);
-  Config config = config_from_yaml_text(state.config_yaml, path + ":/config");
-  for (const std::string& o : overrides) apply_override(config, o);
-  validate(config);
+  Config config = config_from_yaml_text(state.config_yaml, path + ":/config", overrides);
   const Device device = config.device == "cuda" ? Device::cuda : Device::cpu;
   Transformer model(config.model, config.train.seed);
   ParamList& params = model.parameters();
@@ -85,7 +84,6 @@ int run_params_command(const Args& args) {
     overrides.push_back(flag_value(args, i));
   }
   Config config = load_config(args[0], overrides);
-  validate(config);
   fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
   for (const ParamCount& row : count_parameters(config.model))
     fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,

@@ -15,8 +15,8 @@ AttnMask mask_for(const AttnKindConfig& kind) {
 
 Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
   const int64_t D = c.d_model, hd = c.head_dim(), H = c.n_heads;
-  const int64_t Hkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
-  const int64_t F = c.ffn_hidden;
+  const int64_t Hkv = c.kv_heads();
+  const int64_t F = c.ffn_hidden_size();
   const double std = c.init_std;
   // GPT-2 style: projections that write into the residual stream are scaled down with depth.
   const double out_std = std / std::sqrt(2.0 * c.n_layers);
@@ -25,7 +25,7 @@ Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "blocks." + std::to_string(l) + ".";
     Block b;
-    const AttnKindConfig& kind = c.layer_kind(l) == 'L' ? c.local : c.global;
+    const AttnKindConfig& kind = c.layer_attn(l);
     b.attn_norm = make_parameter(params_, p + "attn_norm", {D}, 0.0, false, seed);
     b.attn.wq_QD = make_parameter(params_, p + "attn.wq", {H * hd, D}, std, true, seed);
     b.attn.wk_KD = make_parameter(params_, p + "attn.wk", {Hkv * hd, D}, std, true, seed);
@@ -49,7 +49,7 @@ Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
 
 Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T) const {
   const ModelConfig& c = config_;
-  const int64_t hd = c.head_dim(), H = c.n_heads, Hkv = c.n_kv_heads ? c.n_kv_heads : c.n_heads;
+  const int64_t hd = c.head_dim(), H = c.n_heads, Hkv = c.kv_heads();
   const double eps = c.norm_eps;
 
   Var h_ND = rmsnorm(x_ND, b.attn_norm, eps);

@@ -10,9 +10,9 @@ namespace hylo {
 EvalResult evaluate_val_loss(const Transformer& model, const Config& config, Device device) {
   NoGradGuard no_grad;
   const TrainConfig& t = config.train;
-  const int B = t.micro_batch_size ? t.micro_batch_size : t.batch_size;
+  const int B = t.micro_batch();
   // A fixed seed, independent of the training seed's progress: every evaluation sees the same batches.
-  DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed);
+  data::DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed);
   const int vocab_valid = int(val.vocab_size());
   double sum = 0;
   for (int64_t i = 0; i < t.eval_batches; ++i) {

@@ -29,9 +29,12 @@ std::string Progress::line(int64_t step, double loss, double lr, double grad_nor
 }
 
 void log_line(MetricsLog* log, const std::string& line) {
+  if (log) {
+    log->print(line);
+    return;
+  }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
-  if (log) log->text(line);
 }
 
 }  // namespace hylo

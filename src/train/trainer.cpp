@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include "data/loader.h"
@@ -33,20 +32,6 @@ Device parse_device(const std::string& name) {
   return Device::cuda;
 }
 
-// Drops metrics rows past `step` so a resumed run's log reads as if it had never stopped.
-void truncate_metrics(const std::string& path, int64_t step) {
-  std::ifstream in(path);
-  if (!in) return;
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    auto at = line.find("\"step\":");
-    if (at == std::string::npos || std::stoll(line.substr(at + 7)) <= step) kept += line + "\n";
-  }
-  in.close();
-  std::ofstream(path + ".tmp") << kept;
-  fs::rename(path + ".tmp", path);
-}
-
 // Names the first parameter whose gradient holds NaN/inf (the slow path, after a bad step).
 std::string first_nonfinite_grad(const ParamList& params) {
   for (const Parameter& p : params) {
@@ -72,36 +57,38 @@ class Trainer {
   std::string run_dir_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<DataLoader> loader_;
+  std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
-  int64_t start_step_ = 0;
+  int64_t start_step_ = 0, stop_at_ = 0;
 };
 
 Trainer::Trainer(const TrainOptions& options) {
   config_ = load_config(options.config_path, options.overrides);
-  validate(config_);
   device_ = parse_device(config_.device);
   run_dir_ = options.run_dir.empty() ? "runs/" + fs::path(options.config_path).stem().string() : options.run_dir;
-  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
+  stop_at_ = options.stop_at;
 
   const TrainConfig& t = config_.train;
-  micro_batch_ = t.micro_batch_size ? t.micro_batch_size : t.batch_size;
-  accumulation_ = t.batch_size / micro_batch_;
-  loader_ = std::make_unique<DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
-  check_vocab(config_.data.train, config_.model.vocab_size);
+  micro_batch_ = t.micro_batch();
+  accumulation_ = t.accumulation_steps();
+  loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
+  data::check_vocab(config_.data.train, config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
                                        device_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
+  // Only once everything above has been checked does the run directory get written: a launch
+  // that fails on bad input leaves the disk as it found it.
+  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
 
   std::string resume_from = options.resume;
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
   if (!resume_from.empty()) restore(resume_from);
-  truncate_metrics(run_dir_ + "/metrics.jsonl", start_step_);
+  MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
   metrics_ = std::make_unique<MetricsLog>(run_dir_);
   if (!resume_from.empty())
     log_line(metrics_.get(), fmt::format("resumed from {} at step {}", resume_from, start_step_));
@@ -199,7 +186,11 @@ int Trainer::run() {
       metrics_->write(eval_row);
       log_line(metrics_.get(), fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
     }
-    if (t.checkpoint_every > 0 && (done % t.checkpoint_every == 0 || done == t.steps)) save(done);
+    if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) save(done);
+    if (done == stop_at_) {
+      log_line(metrics_.get(), fmt::format("stopping at step {} (--stop-at)", done));
+      break;
+    }
   }
   return 0;
 }

@@ -15,6 +15,7 @@ struct TrainOptions {
   std::string run_dir;                 // default runs/<config file stem>
   std::string resume;                  // "", "auto" or a checkpoint path
   bool overwrite = false;
+  int64_t stop_at = 0;  // > 0: exit after this step, as a preempted job would (the schedule is unchanged)
 };
 
 // Returns the process exit code.

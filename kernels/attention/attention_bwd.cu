@@ -1,0 +1,490 @@
+// Attention backward, deterministic (no atomics), in three launches:
+//   1. dot:  D_i = rowsum(dO * O) per query row, fp32, into the workspace.
+//   2. dkdv: one block per (key tile, kv head, batch). Each warp owns 16 keys and computes the
+//      transposed products S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T land in registers in
+//      exactly the A-fragment layout that dV += P^T dO and dK += dS^T Q need. All query heads of
+//      the kv head's group are visited in a fixed order: GQA needs no reduction afterwards.
+//   3. dq:   one block per (query tile, head, batch), the forward's structure: recompute P from the
+//      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
+// The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
+// bit-reproducible result (SPEC §3) without a T x T workspace.
+//
+// Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
+
+namespace hylo::cuda {
+namespace attn {
+namespace {
+
+struct BwdParams {
+  const __nv_bfloat16 *q, *k, *v, *out, *dout;
+  const float* lse;
+  __nv_bfloat16 *dq, *dk, *dv;
+  float* dvec;  // D_i, (B, Hq, T)
+  int B, T, Hq, Hkv, group;
+  AttnMask mask;
+  float scale, scale_log2;
+};
+
+// ---- 1. D_i = rowsum(dO * O) -------------------------------------------------------------------
+// D / 8 lanes per row, 16 bytes each; rows are (b, t, h) in memory order.
+template <int D>
+__global__ void attention_bwd_dot_kernel(const BwdParams p) {
+  constexpr int kLanesPerRow = D / 8;
+  const long long rows = (long long)p.B * p.T * p.Hq;
+  const long long row = (long long)(blockIdx.x * blockDim.x + threadIdx.x) / kLanesPerRow;
+  const int part = threadIdx.x % kLanesPerRow;
+  float acc = 0.f;
+  if (row < rows) {
+    const uint4 o4 = *reinterpret_cast<const uint4*>(p.out + row * D + part * 8);
+    const uint4 d4 = *reinterpret_cast<const uint4*>(p.dout + row * D + part * 8);
+    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
+      acc = fmaf(of.x, df.x, fmaf(of.y, df.y, acc));
+    }
+  }
+#pragma unroll
+  for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
+  if (row < rows && part == 0) {
+    const int h = int(row % p.Hq);
+    const long long bt = row / p.Hq;
+    const int t = int(bt % p.T), b = int(bt / p.T);
+    p.dvec[(size_t(b) * p.Hq + h) * p.T + t] = acc;
+  }
+}
+
+// ---- 2. dK, dV over key tiles ------------------------------------------------------------------
+// kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
+// that only a 16-query slab of S^T and dP^T is live: the registers go to the dK/dV accumulators and,
+// with kKVInRegs, to K/V fragments loaded once. Each Q/dO fragment read from shared memory then
+// feeds kMTiles products, which is what bounds this kernel (shared-memory bytes per flop).
+template <int W, int MT, int BM, bool KVInRegs, int MinBlocks>
+struct DkvTile {
+  static constexpr int kWarps = W, kMTiles = MT, kBlockM = BM, kMinBlocks = MinBlocks;
+  static constexpr bool kKVInRegs = KVInRegs;
+};
+#ifndef HYLO_ATTN_DKV64
+#define HYLO_ATTN_DKV64 4, 2, 64, true, 2
+#endif
+#ifndef HYLO_ATTN_DKV128
+#define HYLO_ATTN_DKV128 4, 1, 64, false, 2
+#endif
+template <int D> struct DkvTraits;
+template <> struct DkvTraits<64> : DkvTile<HYLO_ATTN_DKV64> {};
+template <> struct DkvTraits<128> : DkvTile<HYLO_ATTN_DKV128> {};
+
+template <int D>
+__global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinBlocks)
+    attention_bwd_dkdv_kernel(const BwdParams p) {
+  using Tr = DkvTraits<D>;
+  constexpr int kThreads = Tr::kWarps * 32, MT = Tr::kMTiles, kWarpKeys = 16 * MT;
+  constexpr int BN = Tr::kWarps * kWarpKeys, BM = Tr::kBlockM;
+  constexpr int kKvBytes = BN * D * 2, kQBytes = BM * D * 2;
+  constexpr int kFragTiles = Tr::kKVInRegs ? MT : 1, kFragSteps = Tr::kKVInRegs ? D / 16 : 1;
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Layout: K, V (BN x D); per stage: Q, dO (BM x D); then per stage: lse, D_i (BM floats).
+  const uint32_t sK = smem_u32(smem), sV = sK + kKvBytes;
+  auto sQ = [&](int stage) { return sK + 2 * kKvBytes + stage * 2 * kQBytes; };
+  auto sdO = [&](int stage) { return sQ(stage) + kQBytes; };
+  float* vec_base = reinterpret_cast<float*>(smem + 2 * kKvBytes + 4 * kQBytes);
+  auto sLse = [&](int stage) { return vec_base + stage * 2 * BM; };
+  auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int T = p.T, n0 = n_block * BN;
+  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
+  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
+  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+
+  // Queries that see some key of this tile: [n0, highest query of its last valid key].
+  auto last_query = [&](int s) { return int(min(attn_highest_query(p.mask, s), int64_t(T - 1))); };
+  const int m_first = n0 / BM, m_last = last_query(min(n0 + BN - 1, T - 1)) / BM;
+  const int m_count = m_last - m_first + 1, iters = p.group * m_count;
+
+  auto load_q_tile = [&](int it, int stage) {
+    const int h = hk * p.group + it / m_count, m0 = (m_first + it % m_count) * BM;
+    const size_t head_off = (size_t(b) * T * p.Hq + h) * D;
+    load_tile<BM, D, kThreads>(sQ(stage), p.q + head_off, q_stride, m0, T, tid);
+    load_tile<BM, D, kThreads>(sdO(stage), p.dout + head_off, q_stride, m0, T, tid);
+    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
+    for (int i = tid; i < 2 * BM; i += kThreads) {
+      const int t = m0 + (i % BM);
+      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
+      cp_async_4(smem_u32((i < BM ? sLse(stage) : sDvec(stage)) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
+    }
+  };
+  load_tile<BN, D, kThreads>(sK, k_head, kv_stride, n0, T, tid);
+  load_tile<BN, D, kThreads>(sV, v_head, kv_stride, n0, T, tid);
+  load_q_tile(0, 0);
+  cp_async_commit();
+
+  // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its key rows.
+  const int wk0 = n0 + warp * kWarpKeys, wk1 = wk0 + kWarpKeys - 1;
+  const int wk0_hi = last_query(wk0), wk1_hi = last_query(wk1);
+  int key_row[MT][2], key_hi[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      key_row[mt][half] = wk0 + mt * 16 + g + 8 * half;
+      key_hi[mt][half] = last_query(key_row[mt][half]);
+    }
+
+  uint32_t k_frag[kFragTiles][kFragSteps][4], v_frag[kFragTiles][kFragSteps][4];
+  float dk_acc[MT][D / 8][4], dv_acc[MT][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dk_acc[mt][nt][i] = dv_acc[mt][nt][i] = 0.f;
+
+  int stage = 0;
+  for (int it = 0; it < iters; ++it, stage ^= 1) {
+    cp_async_wait_all();
+    __syncthreads();
+    if (it + 1 < iters) {
+      load_q_tile(it + 1, stage ^ 1);
+      cp_async_commit();
+    }
+    if constexpr (Tr::kKVInRegs) {
+      if (it == 0) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int ks = 0; ks < D / 16; ++ks) {
+            load_frag_a<D>(k_frag[mt][ks], sK, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<D>(v_frag[mt][ks], sV, warp * kWarpKeys + mt * 16, ks, lane);
+          }
+      }
+    }
+    const int m0 = (m_first + it % m_count) * BM;
+    // Warp-uniform skip when none of the warp's keys is seen by any of the tile's queries.
+    if (wk0 >= T || m0 + BM - 1 < wk0 || m0 > wk1_hi) continue;
+    const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
+    const float* lse_tile = sLse(stage);
+    const float* dvec_tile = sDvec(stage);
+
+#pragma unroll
+    for (int ch = 0; ch < BM / 16; ++ch) {
+      const int q0 = m0 + ch * 16;
+      if (q0 + 15 < wk0 || q0 > wk1_hi) continue;  // no allowed pair in this 16-query slab
+      const bool needs_mask = !(q0 >= wk1 && q0 + 15 <= wk0_hi);
+
+      // S^T = K Q^T and dP^T = V dO^T for the slab: rows = keys, columns = 16 queries.
+      float st[MT][2][4], dpt[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) st[mt][nt][i] = dpt[mt][nt][i] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t qb[4], dob[4];
+        load_frag_b_pair<D>(qb, q_tile, ch * 16, ks, lane);
+        load_frag_b_pair<D>(dob, do_tile, ch * 16, ks, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t ka[4], va[4];
+          if constexpr (Tr::kKVInRegs) {
+#pragma unroll
+            for (int r = 0; r < 4; ++r) ka[r] = k_frag[mt][ks][r], va[r] = v_frag[mt][ks][r];
+          } else {
+            load_frag_a<D>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<D>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
+          }
+          mma_16816(st[mt][0], ka, qb[0], qb[1]);
+          mma_16816(st[mt][1], ka, qb[2], qb[3]);
+          mma_16816(dpt[mt][0], va, dob[0], dob[1]);
+          mma_16816(dpt[mt][1], va, dob[2], dob[3]);
+        }
+      }
+
+      // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i); disallowed pairs give 0.
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int col0 = ch * 16 + nt * 8 + 2 * c;
+        const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + col0);
+        const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int half = i >> 1, col = i & 1, t = m0 + col0 + col;
+            float pr = exp2f(fmaf(st[mt][nt][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
+            if (needs_mask && (t < key_row[mt][half] || t > key_hi[mt][half])) pr = 0.f;
+            st[mt][nt][i] = pr;
+            dpt[mt][nt][i] = pr * (dpt[mt][nt][i] - (col ? dv2.y : dv2.x));
+          }
+      }
+
+      // dV += P^T dO and dK += dS^T Q, the A operands straight from registers.
+      uint32_t pa[MT][4], dsa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        c_to_a(pa[mt], st[mt], 0);
+        c_to_a(dsa[mt], dpt[mt], 0);
+      }
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t dob[4], qb[4];
+        load_frag_b_pair_trans<D>(dob, do_tile, ch * 16, np, lane);
+        load_frag_b_pair_trans<D>(qb, q_tile, ch * 16, np, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816(dv_acc[mt][2 * np], pa[mt], dob[0], dob[1]);
+          mma_16816(dv_acc[mt][2 * np + 1], pa[mt], dob[2], dob[3]);
+          mma_16816(dk_acc[mt][2 * np], dsa[mt], qb[0], qb[1]);
+          mma_16816(dk_acc[mt][2 * np + 1], dsa[mt], qb[2], qb[3]);
+        }
+      }
+    }
+  }
+
+  // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
+  __nv_bfloat16* dk_head = p.dk + (size_t(b) * T * p.Hkv + hk) * D;
+  __nv_bfloat16* dv_head = p.dv + (size_t(b) * T * p.Hkv + hk) * D;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    store_rows<D>(dk_head, kv_stride, wk0 + mt * 16, T, dk_acc[mt], p.scale, p.scale, lane);
+    store_rows<D>(dv_head, kv_stride, wk0 + mt * 16, T, dv_acc[mt], 1.f, 1.f, lane);
+  }
+}
+
+// ---- 3. dQ over query tiles --------------------------------------------------------------------
+// The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
+// query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
+template <int W, int MT, int BN, int MinBlocks>
+struct DqTile {
+  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
+};
+#ifndef HYLO_ATTN_DQ64
+#define HYLO_ATTN_DQ64 4, 2, 64, 2
+#endif
+#ifndef HYLO_ATTN_DQ128
+#define HYLO_ATTN_DQ128 4, 1, 64, 2
+#endif
+template <int D> struct DqTraits;
+template <> struct DqTraits<64> : DqTile<HYLO_ATTN_DQ64> {};
+template <> struct DqTraits<128> : DqTile<HYLO_ATTN_DQ128> {};
+
+template <int D>
+__global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlocks)
+    attention_bwd_dq_kernel(const BwdParams p) {
+  using Tr = DqTraits<D>;
+  constexpr int kThreads = Tr::kWarps * 32, MT = Tr::kMTiles, kWarpRows = 16 * MT;
+  constexpr int BM = Tr::kWarps * kWarpRows, BN = Tr::kBlockN;
+  constexpr int kQBytes = BM * D * 2, kTileBytes = BN * D * 2;
+  extern __shared__ __align__(128) unsigned char smem[];
+  // Layout: Q, dO (BM x D); then per stage K, V (BN x D).
+  const uint32_t sQ = smem_u32(smem), sdO = sQ + kQBytes;
+  auto sK = [&](int stage) { return sQ + 2 * kQBytes + stage * 2 * kTileBytes; };
+  auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int T = p.T, m0 = m_block * BM;
+  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
+  const size_t q_off = (size_t(b) * T * p.Hq + h) * D;
+  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
+  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+
+  const int q_last = min(m0 + BM - 1, T - 1);
+  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
+
+  load_tile<BM, D, kThreads>(sQ, p.q + q_off, q_stride, m0, T, tid);
+  load_tile<BM, D, kThreads>(sdO, p.dout + q_off, q_stride, m0, T, tid);
+  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  cp_async_commit();
+
+  const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
+  const int w0_lo = int(p.mask.lowest_key(w0)), w1_lo = int(p.mask.lowest_key(w1));
+  int row[MT][2], row_lo[MT][2];
+  float row_lse2[MT][2], row_dvec[MT][2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int t = w0 + mt * 16 + g + 8 * half;
+      row[mt][half] = t;
+      row_lo[mt][half] = int(p.mask.lowest_key(t));
+      const size_t idx = (size_t(b) * p.Hq + h) * T + t;
+      row_lse2[mt][half] = t < T ? p.lse[idx] * kLog2e : 0.f;
+      row_dvec[mt][half] = t < T ? p.dvec[idx] : 0.f;
+    }
+
+  uint32_t q_frag[MT][D / 16][4], do_frag[MT][D / 16][4];
+  float dq_acc[MT][D / 8][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dq_acc[mt][nt][i] = 0.f;
+
+  int stage = 0;
+  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
+    cp_async_wait_all();
+    __syncthreads();
+    if (n > n_first) {
+      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
+      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      cp_async_commit();
+    }
+    if (n == n_last) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+          load_frag_a<D>(q_frag[mt][ks], sQ, warp * kWarpRows + mt * 16, ks, lane);
+          load_frag_a<D>(do_frag[mt][ks], sdO, warp * kWarpRows + mt * 16, ks, lane);
+        }
+    }
+    const int n0 = n * BN;
+    if (w0 >= T || n0 > w1 || n0 + BN - 1 < w0_lo) continue;
+    const uint32_t k_tile = sK(stage), v_tile = sV(stage);
+
+#pragma unroll
+    for (int ch = 0; ch < BN / 16; ++ch) {
+      const int k0 = n0 + ch * 16;
+      if (k0 > w1 || k0 + 15 < w0_lo) continue;  // no allowed pair in this 16-key slab
+      const bool needs_mask = !(k0 + 15 <= w0 && k0 >= w1_lo);
+
+      float s_acc[MT][2][4], dp_acc[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) s_acc[mt][nt][i] = dp_acc[mt][nt][i] = 0.f;
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t kb[4], vb[4];
+        load_frag_b_pair<D>(kb, k_tile, ch * 16, ks, lane);
+        load_frag_b_pair<D>(vb, v_tile, ch * 16, ks, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816(s_acc[mt][0], q_frag[mt][ks], kb[0], kb[1]);
+          mma_16816(s_acc[mt][1], q_frag[mt][ks], kb[2], kb[3]);
+          mma_16816(dp_acc[mt][0], do_frag[mt][ks], vb[0], vb[1]);
+          mma_16816(dp_acc[mt][1], do_frag[mt][ks], vb[2], vb[3]);
+        }
+      }
+
+      // P = exp(S * scale - lse); dS = P (dP - D_i); disallowed pairs give 0.
+      uint32_t dsa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const int half = i >> 1, s = k0 + nt * 8 + 2 * c + (i & 1);
+            float pr = exp2f(fmaf(s_acc[mt][nt][i], p.scale_log2, -row_lse2[mt][half]));
+            if (needs_mask && (s < row_lo[mt][half] || s > row[mt][half])) pr = 0.f;
+            dp_acc[mt][nt][i] = pr * (dp_acc[mt][nt][i] - row_dvec[mt][half]);
+          }
+        c_to_a(dsa[mt], dp_acc[mt], 0);
+      }
+
+      // dQ += dS K: K as the B operand (k = key, n = head dim), read transposed.
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        uint32_t kb[4];
+        load_frag_b_pair_trans<D>(kb, k_tile, ch * 16, np, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_16816(dq_acc[mt][2 * np], dsa[mt], kb[0], kb[1]);
+          mma_16816(dq_acc[mt][2 * np + 1], dsa[mt], kb[2], kb[3]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+    store_rows<D>(p.dq + q_off, q_stride, w0 + mt * 16, T, dq_acc[mt], p.scale, p.scale, lane);
+}
+
+template <class Kernel>
+void reserve_smem(Kernel kernel, int bytes, const char* what) {
+  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
+}
+
+template <int D>
+void launch_backward(const BwdParams& p, cudaStream_t stream) {
+  {
+    constexpr int kThreads = 256, kRowsPerBlock = kThreads / (D / 8);
+    const long long rows = (long long)p.B * p.T * p.Hq;
+    attention_bwd_dot_kernel<D><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(p);
+    check_launch("attention_backward (D_i)");
+  }
+  {
+    using Tr = DkvTraits<D>;
+    constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
+    reserve_smem(attention_bwd_dkdv_kernel<D>, kSmem, "attention_backward (dK, dV)");
+    attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
+    check_launch("attention_backward (dK, dV)");
+  }
+  {
+    using Tr = DqTraits<D>;
+    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2;
+    reserve_smem(attention_bwd_dq_kernel<D>, kSmem, "attention_backward (dQ)");
+    attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
+    check_launch("attention_backward (dQ)");
+  }
+}
+
+}  // namespace
+}  // namespace attn
+
+size_t attention_backward_workspace_bytes(const AttnShape& shape) {
+  const size_t bytes = size_t(shape.B) * shape.Hq * shape.T * sizeof(float);
+  return (bytes + 255) / 256 * 256;
+}
+
+void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16* q, const bf16* k,
+                        const bf16* v, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
+                        bf16* dk, bf16* dv, void* workspace, cudaStream_t stream) {
+  check_attention_args(shape, mask);
+  ATTN_CHECK(attention_supports_head_dim(shape.D),
+             "attention_backward (CUDA): head dim " + std::to_string(shape.D) + " unsupported (64 or 128)");
+  ATTN_CHECK(workspace != nullptr, "attention_backward (CUDA): needs a workspace of " +
+                                       std::to_string(attention_backward_workspace_bytes(shape)) + " bytes");
+  attn::BwdParams p;
+  p.q = reinterpret_cast<const __nv_bfloat16*>(q);
+  p.k = reinterpret_cast<const __nv_bfloat16*>(k);
+  p.v = reinterpret_cast<const __nv_bfloat16*>(v);
+  p.out = reinterpret_cast<const __nv_bfloat16*>(out);
+  p.dout = reinterpret_cast<const __nv_bfloat16*>(dout);
+  p.lse = lse;
+  p.dq = reinterpret_cast<__nv_bfloat16*>(dq);
+  p.dk = reinterpret_cast<__nv_bfloat16*>(dk);
+  p.dv = reinterpret_cast<__nv_bfloat16*>(dv);
+  p.dvec = static_cast<float*>(workspace);
+  p.B = shape.B;
+  p.T = shape.T;
+  p.Hq = shape.Hq;
+  p.Hkv = shape.Hkv;
+  p.group = shape.Hq / shape.Hkv;
+  p.mask = mask;
+  p.scale = 1.f / std::sqrt(float(shape.D));
+  p.scale_log2 = p.scale * attn::kLog2e;
+  if (shape.D == 64)
+    attn::launch_backward<64>(p, stream);
+  else
+    attn::launch_backward<128>(p, stream);
+}
+
+}  // namespace hylo::cuda

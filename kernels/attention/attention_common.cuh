@@ -1,0 +1,171 @@
+// Building blocks shared by the attention kernels: mma.sync m16n8k16 bf16 fragments, ldmatrix,
+// cp.async tile loads into XOR-swizzled shared memory, and the host-side launch checks.
+//
+// Fragment vocabulary (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 * g + c
+// (g = lane / 4 is the "group", c = lane % 4 the thread in group):
+//   A 16x16 (row-major, 4 regs of bf16x2): a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..),
+//     a3 = (g+8, 2c+8..).
+//   B 16x8 (k x n, 2 regs): b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g).
+//   C 16x8 fp32 (4 floats): c0,c1 = (g, 2c..2c+1), c2,c3 = (g+8, 2c..2c+1).
+// Two adjacent C tiles (16 x 16 columns) hold exactly the A fragment of the same 16 x 16 block, so a
+// softmax result feeds the next product from registers, never through shared memory.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "ops/cpu/attention.h"
+
+namespace hylo::cuda::attn {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// ---- tensor-core and data-movement primitives --------------------------------------------------
+
+// c += a * b, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 bf16 matrices; lane i gives the row address of matrix i / 8, row i % 8; register j
+// receives matrix j in the C-fragment pattern (row g, columns 2c, 2c+1).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr)
+               : "memory");
+}
+// Same, each 8x8 matrix transposed: register j holds (rows 2c, 2c+1; column g) of matrix j.
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr)
+               : "memory");
+}
+
+// 16-byte global -> shared copy that bypasses L1; src_bytes = 0 writes zeros (tails past T).
+__device__ __forceinline__ void cp_async_16(uint32_t smem_addr, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+// 4-byte variant for fp32 rows (lse, D_i) whose starts are not 16-byte aligned for arbitrary T.
+__device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Two floats -> bf16x2 in one register, the first in the low half (the lower column).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// ---- shared-memory tiles -----------------------------------------------------------------------
+// A tile of R rows x D bf16 columns, row-major, 16-byte chunk c of row r stored at chunk
+// c ^ (r % 8). ldmatrix reads one chunk from each of 8 consecutive rows; without the swizzle all 8
+// sit in the same banks (rows are 128 or 256 bytes apart), with it they cover all 32 banks.
+template <int D>
+__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
+  static_assert(D % 64 == 0, "swizzle needs at least 8 chunks per row");
+  return uint32_t(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+// cp.async rows [row0, row0 + R) of a (.., T, H, D) head slice into a swizzled tile; rows >= T are
+// zero-filled, so padded queries and keys contribute exact zeros, never NaN.
+template <int R, int D, int kThreads>
+__device__ __forceinline__ void load_tile(uint32_t smem_tile, const __nv_bfloat16* head_base, size_t row_stride,
+                                          int row0, int T, int tid) {
+  constexpr int kChunksPerRow = D / 8, kChunks = R * kChunksPerRow;
+  static_assert(kChunks % kThreads == 0, "tile chunks must split evenly over the block");
+#pragma unroll
+  for (int i = 0; i < kChunks / kThreads; ++i) {
+    const int idx = tid + i * kThreads, r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+    const bool inside = row0 + r < T;
+    const __nv_bfloat16* src = inside ? head_base + size_t(row0 + r) * row_stride + c * 8 : head_base;
+    cp_async_16(smem_tile + swizzled<D>(r, c), src, inside ? 16 : 0);
+  }
+}
+
+// A fragment (16 x 16 at rows row0.., columns 16 * kstep..) of a swizzled tile, row-major use.
+template <int D>
+__device__ __forceinline__ void load_frag_a(uint32_t (&a)[4], uint32_t smem_tile, int row0, int kstep, int lane) {
+  // Matrices: (rows 0-7, k 0-7) a0, (rows 8-15, k 0-7) a1, (rows 0-7, k 8-15) a2, (rows 8-15, k 8-15) a3.
+  const int row = row0 + (lane & 7) + (((lane >> 3) & 1) << 3);
+  ldmatrix_x4(a, smem_tile + swizzled<D>(row, kstep * 2 + (lane >> 4)));
+}
+
+// B fragments of two adjacent n-tiles when the tile holds B^T row-major (rows = n, columns = k):
+// the keys of S = Q K^T. r[0], r[1] = b0, b1 of n-tile row0..row0+7; r[2], r[3] of row0+8..row0+15.
+template <int D>
+__device__ __forceinline__ void load_frag_b_pair(uint32_t (&r)[4], uint32_t smem_tile, int row0, int kstep,
+                                                 int lane) {
+  const int row = row0 + (lane & 7) + ((lane >> 4) << 3);
+  ldmatrix_x4(r, smem_tile + swizzled<D>(row, kstep * 2 + ((lane >> 3) & 1)));
+}
+
+// B fragments of two adjacent n-tiles when the tile holds B row-major (rows = k, columns = n):
+// the values of O = P V. k rows row0..row0+15, n columns 16 * npair..; r[0], r[1] = b0, b1 of
+// columns 16 * npair + 0..7, r[2], r[3] of + 8..15.
+template <int D>
+__device__ __forceinline__ void load_frag_b_pair_trans(uint32_t (&r)[4], uint32_t smem_tile, int row0, int npair,
+                                                       int lane) {
+  const int row = row0 + (lane & 7) + (((lane >> 3) & 1) << 3);
+  ldmatrix_x4_trans(r, smem_tile + swizzled<D>(row, npair * 2 + (lane >> 4)));
+}
+
+// The A fragment of k-step j (columns 16j..16j+15) from C tiles 2j and 2j+1, rounded to bf16.
+template <int N>
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c)[N][4], int j) {
+  a[0] = pack_bf16(c[2 * j][0], c[2 * j][1]);
+  a[1] = pack_bf16(c[2 * j][2], c[2 * j][3]);
+  a[2] = pack_bf16(c[2 * j + 1][0], c[2 * j + 1][1]);
+  a[3] = pack_bf16(c[2 * j + 1][2], c[2 * j + 1][3]);
+}
+
+// Writes a warp's 16 x D fp32 accumulator block times `scale` as bf16 rows row0.. of a
+// (.., T, H, D) head slice; rows >= T are dropped. Each quad writes 16 contiguous bytes per row.
+template <int D>
+__device__ __forceinline__ void store_rows(__nv_bfloat16* head_base, size_t row_stride, int row0, int T,
+                                           const float (&acc)[D / 8][4], float scale_lo, float scale_hi,
+                                           int lane) {
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + g + 8 * half;
+    if (row >= T) continue;
+    const float s = half ? scale_hi : scale_lo;
+    __nv_bfloat16* dst = head_base + size_t(row) * row_stride + 2 * c;
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+      *reinterpret_cast<uint32_t*>(dst + nt * 8) = pack_bf16(acc[nt][2 * half] * s, acc[nt][2 * half + 1] * s);
+  }
+}
+
+// ---- host side ---------------------------------------------------------------------------------
+
+// Host-side checks throw hylo::Error through attention_fail (no fmt in nvcc-compiled code).
+#define ATTN_CHECK(cond, message)                                                 \
+  do {                                                                            \
+    if (!(cond)) [[unlikely]]                                                     \
+      ::hylo::attention_fail(std::string(message), __FILE__, __LINE__);          \
+  } while (0)
+
+inline void check_cuda(cudaError_t err, const char* what) {
+  ATTN_CHECK(err == cudaSuccess, std::string(what) + ": " + cudaGetErrorString(err));
+}
+inline void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
+
+inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+}  // namespace hylo::cuda::attn

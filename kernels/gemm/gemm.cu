@@ -1,0 +1,221 @@
+// cuBLASLt wrapper for row-major bf16 products (semantics in gemm.h).
+//
+// Row-major to column-major: a row-major (R, C) buffer is the column-major (C, R) matrix, its
+// transpose. So C = op(A) op(B) in row-major is C^T = op(B)^T op(A)^T in column-major: we ask
+// cuBLAS for a product whose first operand is our B and second our A, with m = N, n = M, and the
+// transposition flags carried over unchanged (op(B)^T of the column-major view of B is "no
+// transpose" exactly when B was not transposed).
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <compare>
+#include <map>
+#include <mutex>
+
+#include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "kernels/common/common.cuh"
+#include "kernels/gemm/gemm.h"
+
+namespace hylo::cuda {
+namespace {
+
+// NVIDIA's guidance for Hopper: 32 MiB lets cuBLASLt pick its fastest split strategies.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+struct PlanKey {
+  int device;
+  bool trans_a, trans_b;
+  int M, N, K, batch;
+  int64_t stride_a, stride_b, stride_c;
+  cudaDataType_t c_type;
+  int align_a, align_b, align_c;  // bytes, <= 16; the heuristic's choice is valid only for these
+  auto operator<=>(const PlanKey&) const = default;
+};
+
+struct Plan {
+  bool use_lt = false;
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLAS's A (our B), B (our A), C
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// Process-lifetime state, never destroyed (handles must not be freed after the runtime shuts
+// down at exit).
+struct Context {
+  std::mutex mutex;
+  std::map<int, cublasLtHandle_t> lt;
+  std::map<int, cublasHandle_t> blas;
+  std::map<std::pair<int, cudaStream_t>, void*> workspace;
+  std::map<PlanKey, Plan> plans;
+  GemmStats stats;
+};
+
+Context& context() {
+  static Context* c = new Context;
+  return *c;
+}
+
+// Largest power of two <= 16 dividing the start of every matrix of the batch.
+int alignment(const void* p, int64_t stride_elems, size_t elem_bytes, int batch) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(p);
+  if (batch > 1) bits |= uintptr_t(stride_elems) * elem_bytes;
+  int align = 16;
+  while (align > 1 && bits % align) align /= 2;
+  return align;
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t layout;
+  HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+  if (batch > 1) {
+    int32_t count = batch;
+    HYLO_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                       &stride, sizeof stride));
+  }
+  return layout;
+}
+
+Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
+  Plan plan;
+  HYLO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // applies to our B
+  cublasOperation_t op_second = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // applies to our A
+  HYLO_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+  HYLO_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+  // Stored shapes in column-major terms: our B is (N, K) col-major when not transposed, etc.
+  plan.a = make_layout(CUDA_R_16BF, k.trans_b ? k.K : k.N, k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.batch,
+                       k.stride_b);
+  plan.b = make_layout(CUDA_R_16BF, k.trans_a ? k.M : k.K, k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.batch,
+                       k.stride_a);
+  plan.c = make_layout(k.c_type, k.N, k.M, k.N, k.batch, k.stride_c);
+
+  cublasLtMatmulPreference_t pref;
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t workspace = kWorkspaceBytes;
+  uint32_t align_first = k.align_b, align_second = k.align_a, align_c = k.align_c;
+  // In-place split-K reductions accumulate with atomics: excluded so runs are bit-reproducible.
+  uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &workspace, sizeof workspace));
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                         &align_first, sizeof align_first));
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                         &align_second, sizeof align_second));
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                         &align_c, sizeof align_c));
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                         &align_c, sizeof align_c));
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &reductions, sizeof reductions));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  // NOT_SUPPORTED (or no result) is an answer, not an error: the shape takes the cublasGemmEx path.
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    plan.use_lt = true;
+    plan.algo = result.algo;
+  } else if (status != CUBLAS_STATUS_NOT_SUPPORTED && status != CUBLAS_STATUS_SUCCESS) {
+    HYLO_CUBLAS_CHECK(status);
+  }
+  return plan;
+}
+
+void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int64_t stride_a,
+              const void* B, int64_t stride_b, float beta, void* C, int64_t stride_c, cudaDataType_t c_type,
+              int batch, cudaStream_t stream) {
+  HYLO_CUDA_REQUIRE(M >= 0 && N >= 0 && K >= 0 && batch >= 0, "gemm: negative shape M=%d N=%d K=%d batch=%d", M,
+                    N, K, batch);
+  if (M == 0 || N == 0 || batch == 0) return;
+  size_t c_bytes = c_type == CUDA_R_32F ? 4 : 2;
+  if (K == 0) {  // empty sum: C = beta * C; only the two values that occur (an empty expert) are handled
+    HYLO_CUDA_REQUIRE(beta == 0.f || beta == 1.f, "gemm: K = 0 with beta = %g is not supported", beta);
+    if (beta == 0.f)
+      for (int i = 0; i < batch; ++i)
+        HYLO_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(C) + i * stride_c * c_bytes, 0, size_t(M) * N * c_bytes,
+                                        stream));
+    return;
+  }
+
+  int device = 0;
+  HYLO_CUDA_CHECK(cudaGetDevice(&device));
+  PlanKey key{device,   trans_a,  trans_b,  M,      N,
+              K,        batch,    batch > 1 ? stride_a : 0, batch > 1 ? stride_b : 0, batch > 1 ? stride_c : 0,
+              c_type,   alignment(A, stride_a, 2, batch), alignment(B, stride_b, 2, batch),
+              alignment(C, stride_c, c_bytes, batch)};
+
+  Context& ctx = context();
+  std::unique_lock lock(ctx.mutex);
+  cublasLtHandle_t& lt = ctx.lt[device];
+  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
+  void*& workspace = ctx.workspace[{device, stream}];
+  if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
+  auto it = ctx.plans.find(key);
+  if (it == ctx.plans.end()) {
+    it = ctx.plans.emplace(key, make_plan(lt, key)).first;
+    ++ctx.stats.plans;
+  }
+  const Plan& plan = it->second;
+
+  if (plan.use_lt) {
+    ++ctx.stats.lt_calls;
+    lock.unlock();  // plans are never erased, so `plan` stays valid
+    HYLO_CUBLAS_CHECK(cublasLtMatmul(lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
+                                     &plan.algo, workspace, kWorkspaceBytes, stream));
+    return;
+  }
+
+  // Fallback: classic cuBLAS takes any leading dimension and alignment. The handle's stream is
+  // shared state, so the call stays under the lock.
+  ++ctx.stats.fallback_calls;
+  cublasHandle_t& blas = ctx.blas[device];
+  if (!blas) HYLO_CUBLAS_CHECK(cublasCreate(&blas));
+  HYLO_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int ld_first = trans_b ? K : N, ld_second = trans_a ? M : K;
+  if (batch == 1) {
+    HYLO_CUBLAS_CHECK(cublasGemmEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF, ld_first, A,
+                                   CUDA_R_16BF, ld_second, &beta, C, c_type, N, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  } else {
+    HYLO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF,
+                                                 ld_first, stride_b, A, CUDA_R_16BF, ld_second, stride_a, &beta, C,
+                                                 c_type, N, stride_c, batch, CUBLAS_COMPUTE_32F,
+                                                 CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, const bf16* B, float beta,
+          bf16* C, cudaStream_t stream) {
+  run_gemm(trans_a, trans_b, M, N, K, alpha, A, 0, B, 0, beta, C, 0, CUDA_R_16BF, 1, stream);
+}
+
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, const bf16* B, float beta,
+          float* C, cudaStream_t stream) {
+  run_gemm(trans_a, trans_b, M, N, K, alpha, A, 0, B, 0, beta, C, 0, CUDA_R_32F, 1, stream);
+}
+
+void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A,
+                          int64_t stride_a, const bf16* B, int64_t stride_b, float beta, bf16* C, int64_t stride_c,
+                          int batch, cudaStream_t stream) {
+  run_gemm(trans_a, trans_b, M, N, K, alpha, A, stride_a, B, stride_b, beta, C, stride_c, CUDA_R_16BF, batch,
+           stream);
+}
+
+GemmStats gemm_stats() {
+  Context& ctx = context();
+  std::lock_guard lock(ctx.mutex);
+  return ctx.stats;
+}
+
+}  // namespace hylo::cuda

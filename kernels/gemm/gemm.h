@@ -1,0 +1,48 @@
+// Dense matrix products on the GPU through cuBLASLt: bf16 operands, fp32 accumulation, row-major
+// semantics identical to hylo::cpu::gemm (src/ops/cpu/gemm.h):
+//
+//   C(M,N) = alpha * op(A) * op(B) + beta * C
+//   op(A) is (M,K): A stored (M,K), or (K,M) when trans_a
+//   op(B) is (K,N): B stored (K,N), or (N,K) when trans_b
+//
+// beta == 0 overwrites C without reading it. Handles and a 32 MiB workspace per (device, stream)
+// are created on first use and kept; the cuBLASLt heuristic's choice is cached per shape,
+// transposition, alignment and output type, so a steady-state call is one cublasLtMatmul.
+// Algorithms whose split-K reduction uses atomics are excluded (results are bitwise reproducible
+// run to run). Shapes cuBLASLt does not support (odd leading dimensions, misaligned pointers) go
+// to cublasGemmEx, which accepts anything, with the same semantics.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace hylo {
+struct bf16;
+}
+
+namespace hylo::cuda {
+
+// bf16 output (activations, input gradients).
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, const bf16* B, float beta,
+          bf16* C, cudaStream_t stream);
+
+// fp32 output: weight gradients accumulated over micro-batches with beta = 1 without bf16 rounding
+// at every step.
+void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, const bf16* B, float beta,
+          float* C, cudaStream_t stream);
+
+// `batch` independent products; matrix i of X starts at X + i * stride_x (elements). A stride of
+// 0 shares one matrix across the batch (e.g. one weight for every expert slice).
+void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A,
+                          int64_t stride_a, const bf16* B, int64_t stride_b, float beta, bf16* C, int64_t stride_c,
+                          int batch, cudaStream_t stream);
+
+// Which path calls took (tests assert that aligned shapes use cuBLASLt).
+struct GemmStats {
+  uint64_t lt_calls = 0;        // cublasLtMatmul
+  uint64_t fallback_calls = 0;  // cublasGemmEx / cublasGemmStridedBatchedEx
+  uint64_t plans = 0;           // distinct cached heuristic results
+};
+GemmStats gemm_stats();
+
+}  // namespace hylo::cuda

@@ -1,0 +1,153 @@
+// RMSNorm forward (one warp per row) and backward (one block per fixed chunk of rows, with
+// deterministic fp32 partial sums for the weight gradient).
+#include "core/cuda/allocator.h"
+#include "kernels/common/common.cuh"
+#include "kernels/rmsnorm/rmsnorm.h"
+
+namespace hylo::cuda {
+namespace {
+
+constexpr int kForwardThreads = 256;  // 8 rows per block, one per warp
+constexpr int kBackwardThreads = 256;
+constexpr int kMaxBackwardBlocks = 1024;
+constexpr int kMaxWidth = 12288;  // the per-block dw partial (fp32) must fit 48 KiB of shared memory
+
+template <int VEC>
+__device__ __forceinline__ void load_weight(const nv_bf16* w_D, int d, float (&out)[VEC]) {
+  if (w_D) {
+    load_floats<VEC>(w_D + d, out);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = 1.f;
+  }
+}
+
+template <int VEC>
+__global__ void rmsnorm_forward_kernel(int N, int D, float eps, const nv_bf16* x_ND, const nv_bf16* w_D,
+                                       nv_bf16* y_ND, float* rstd_N) {
+  int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  int lane = threadIdx.x & 31;
+  if (row >= N) return;
+  const nv_bf16* x = x_ND + int64_t(row) * D;
+  nv_bf16* y = y_ND + int64_t(row) * D;
+  float ss = 0.f;
+  for (int d = lane * VEC; d < D; d += 32 * VEC) {
+    float v[VEC];
+    load_floats<VEC>(x + d, v);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) ss += v[k] * v[k];
+  }
+  ss = warp_sum(ss);
+  float rstd = rsqrtf(ss / float(D) + eps);
+  if (lane == 0) rstd_N[row] = rstd;
+  for (int d = lane * VEC; d < D; d += 32 * VEC) {  // second read of the row hits L1
+    float v[VEC], w[VEC];
+    load_floats<VEC>(x + d, v);
+    load_weight<VEC>(w_D, d, w);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) v[k] = v[k] * rstd * w[k];
+    store_floats<VEC>(y + d, v);
+  }
+}
+
+// Block b handles rows [b * rows_per_block, ...). dw_partial_GD is null when no dw is wanted.
+template <int VEC>
+__global__ void rmsnorm_backward_kernel(int N, int D, int rows_per_block, const nv_bf16* x_ND, const nv_bf16* w_D,
+                                        const float* rstd_N, const nv_bf16* dy_ND, nv_bf16* dx_ND,
+                                        float* dw_partial_GD) {
+  extern __shared__ float dw_acc_D[];  // this block's column sums; each thread owns its columns
+  __shared__ float reduce_buffer[32];
+  bool want_dw = dw_partial_GD != nullptr;
+  if (want_dw)
+    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) dw_acc_D[d + k] = 0.f;
+
+  int row0 = blockIdx.x * rows_per_block, row1 = min(N, row0 + rows_per_block);
+  for (int row = row0; row < row1; ++row) {
+    const nv_bf16* x = x_ND + int64_t(row) * D;
+    const nv_bf16* dy = dy_ND + int64_t(row) * D;
+    nv_bf16* dx = dx_ND + int64_t(row) * D;
+    float r = rstd_N[row];
+    float dot = 0.f;  // Σ dy w x
+    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC) {
+      float xv[VEC], gv[VEC], wv[VEC];
+      load_floats<VEC>(x + d, xv);
+      load_floats<VEC>(dy + d, gv);
+      load_weight<VEC>(w_D, d, wv);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) dot += gv[k] * wv[k] * xv[k];
+    }
+    dot = block_sum(dot, reduce_buffer);  // ends with a barrier: every dy read is done before dx writes
+    float c = r * r * r * dot / float(D);
+    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC) {
+      float xv[VEC], gv[VEC], wv[VEC], out[VEC];
+      load_floats<VEC>(x + d, xv);
+      load_floats<VEC>(dy + d, gv);
+      load_weight<VEC>(w_D, d, wv);
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        out[k] = r * gv[k] * wv[k] - c * xv[k];
+        if (want_dw) dw_acc_D[d + k] += gv[k] * xv[k] * r;
+      }
+      store_floats<VEC>(dx + d, out);
+    }
+  }
+  if (want_dw)
+    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC)
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) dw_partial_GD[int64_t(blockIdx.x) * D + d + k] = dw_acc_D[d + k];
+}
+
+// dw[d] += Σ_g partial[g, d], g in increasing order: the deterministic second pass.
+__global__ void reduce_partials_kernel(int G, int D, const float* partial_GD, nv_bf16* dw_D) {
+  int d = blockIdx.x * blockDim.x + threadIdx.x;
+  if (d >= D) return;
+  float sum = 0.f;
+  for (int g = 0; g < G; ++g) sum += partial_GD[int64_t(g) * D + d];
+  dw_D[d] = __float2bfloat16_rn(__bfloat162float(dw_D[d]) + sum);
+}
+
+}  // namespace
+
+void rmsnorm_forward(int N, int D, float eps, const bf16* x_ND, const bf16* w_D, bf16* y_ND, float* rstd_N,
+                     cudaStream_t stream) {
+  HYLO_CUDA_REQUIRE(N >= 0 && D > 0, "rmsnorm_forward: bad shape N=%d D=%d", N, D);
+  if (N == 0) return;
+  int rows_per_block = kForwardThreads / 32;
+  int blocks = int(ceil_div(N, rows_per_block));
+  if (D % 8 == 0 && aligned16(x_ND) && aligned16(y_ND) && (!w_D || aligned16(w_D)))
+    rmsnorm_forward_kernel<8><<<blocks, kForwardThreads, 0, stream>>>(N, D, eps, as_nv(x_ND), as_nv(w_D),
+                                                                      as_nv(y_ND), rstd_N);
+  else
+    rmsnorm_forward_kernel<1><<<blocks, kForwardThreads, 0, stream>>>(N, D, eps, as_nv(x_ND), as_nv(w_D),
+                                                                      as_nv(y_ND), rstd_N);
+  HYLO_CUDA_LAUNCH_CHECK("rmsnorm_forward_kernel");
+}
+
+void rmsnorm_backward(int N, int D, const bf16* x_ND, const bf16* w_D, const float* rstd_N, const bf16* dy_ND,
+                      bf16* dx_ND, bf16* dw_D, cudaStream_t stream) {
+  HYLO_CUDA_REQUIRE(N >= 0 && D > 0 && D <= kMaxWidth, "rmsnorm_backward: bad shape N=%d D=%d (D <= %d)", N, D,
+                    kMaxWidth);
+  HYLO_CUDA_REQUIRE(w_D || !dw_D, "rmsnorm_backward: a weight gradient was requested without a weight");
+  if (N == 0) return;
+  int G = N < kMaxBackwardBlocks ? N : kMaxBackwardBlocks;
+  int rows_per_block = int(ceil_div(N, G));
+  G = int(ceil_div(N, rows_per_block));  // no empty blocks
+  float* partial_GD = dw_D ? static_cast<float*>(stream_scratch(size_t(G) * D * sizeof(float), stream)) : nullptr;
+  size_t smem = dw_D ? size_t(D) * sizeof(float) : 0;
+  bool vec = D % 8 == 0 && aligned16(x_ND) && aligned16(dy_ND) && aligned16(dx_ND) && (!w_D || aligned16(w_D));
+  if (vec)
+    rmsnorm_backward_kernel<8><<<G, kBackwardThreads, smem, stream>>>(
+        N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N, as_nv(dy_ND), as_nv(dx_ND), partial_GD);
+  else
+    rmsnorm_backward_kernel<1><<<G, kBackwardThreads, smem, stream>>>(
+        N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N, as_nv(dy_ND), as_nv(dx_ND), partial_GD);
+  HYLO_CUDA_LAUNCH_CHECK("rmsnorm_backward_kernel");
+  if (dw_D) {
+    reduce_partials_kernel<<<ceil_div(D, 256), 256, 0, stream>>>(G, D, partial_GD, as_nv(dw_D));
+    HYLO_CUDA_LAUNCH_CHECK("reduce_partials_kernel");
+  }
+}
+
+}  // namespace hylo::cuda

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds hylo with CUDA (sm_90) on this machine and gathers what the GPU machine lacks into
+# .devbundle/ (git-ignored; name it in the device call's `carry`): the executables and the shared
+# libraries they need that are not part of the C runtime or the CUDA toolkit found there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHYLO_CUDA=ON -DHYLO_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build build-gpu -j"$(nproc)" --target hylo hylo_gpu_tests
+rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib
+cp build-gpu/hylo build-gpu/tests/hylo_gpu_tests .devbundle/bin/
+for exe in .devbundle/bin/*; do
+  ldd "$exe" | awk '/=> \//{print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
+  while read -r lib; do cp -L "$lib" .devbundle/lib/; done
+du -sh .devbundle

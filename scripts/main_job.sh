@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job (README): installs dependencies, fetches and tokenizes the real corpus, builds,
+# trains the tiny PBB hybrid (configs/tiny.yaml) and evaluates its last checkpoint. Uses the GPU
+# when one is present, the CPU otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+./scripts/install_deps.sh
+./scripts/fetch_data.sh --core
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" --target hylo
+[ -f data/tokens/train.bin ] || build/hylo data prepare --sources core --out data/tokens
+
+device=cpu
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && grep -q HYLO_CUDA:BOOL=ON build/CMakeCache.txt; then
+  device=cuda
+fi
+build/hylo train configs/tiny.yaml --device "$device" --run-dir runs/tiny --overwrite "$@"
+build/hylo eval runs/tiny
+python3 scripts/plot_loss.py runs/tiny --out runs/tiny/loss.png

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run): installs dependencies, fetches the corpus and tokenizer,
+# builds (CUDA code compiles when nvcc is present; GPU tests report "skipped" without a GPU),
+# runs the CPU tests, then the same tests under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+./scripts/install_deps.sh
+./scripts/fetch_data.sh --core
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHYLO_CUDA=OFF -DHYLO_SANITIZE=address,undefined >/dev/null
+cmake --build build-asan -j"$jobs" --target hylo_tests hylo
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -L cpu --output-on-failure -j"$jobs"
+echo "all tests passed"

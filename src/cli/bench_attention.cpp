@@ -1,0 +1,292 @@
+// `hylo bench attention`: CUDA events around each call, warm-up first, median of the timed
+// iterations. Inputs are random bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so
+// that filling gigabytes costs no host time.
+#include "cli/bench_attention.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ops/cpu/attention.h"
+#include "ops/mask.h"
+
+#if HYLO_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "kernels/attention/attention.h"
+#endif
+
+namespace hylo {
+namespace {
+
+struct BenchOptions {
+  std::vector<std::string> kinds{"pbb"};
+  std::vector<int> Ts{4096}, hds{128};
+  int block = 512, bridge = 128, window = 512;
+  int B = 4, H = 16, Hkv = -1;  // Hkv -1: same as H (MHA)
+  int iters = 20, warmup = 3;
+  std::string json;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int parse_int(const std::string& flag, const std::string& text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
+             "bench attention: {} needs a positive integer, got '{}'", flag, text);
+  return value;
+}
+
+BenchOptions parse_options(const std::vector<std::string>& args) {
+  BenchOptions o;
+  for (size_t i = 0; i < args.size(); i += 2) {
+    const std::string& flag = args[i];
+    HYLO_CHECK(i + 1 < args.size(), "bench attention: {} needs a value", flag);
+    const std::string& value = args[i + 1];
+    auto ints = [&] {
+      std::vector<int> v;
+      for (const auto& s : split_commas(value)) v.push_back(parse_int(flag, s));
+      HYLO_CHECK(!v.empty(), "bench attention: {} needs a value", flag);
+      return v;
+    };
+    if (flag == "--kind") {
+      o.kinds = split_commas(value);
+      for (const auto& k : o.kinds)
+        HYLO_CHECK(k == "pbb" || k == "swa" || k == "full", "bench attention: --kind must be pbb, swa or full, got '{}'",
+                   k);
+    } else if (flag == "--T") {
+      o.Ts = ints();
+    } else if (flag == "--hd") {
+      o.hds = ints();
+    } else if (flag == "--block") {
+      o.block = parse_int(flag, value);
+    } else if (flag == "--bridge") {
+      o.bridge = parse_int(flag, value);
+    } else if (flag == "--window") {
+      o.window = parse_int(flag, value);
+    } else if (flag == "--B") {
+      o.B = parse_int(flag, value);
+    } else if (flag == "--H") {
+      o.H = parse_int(flag, value);
+    } else if (flag == "--Hkv") {
+      o.Hkv = parse_int(flag, value);
+    } else if (flag == "--iters") {
+      o.iters = parse_int(flag, value);
+    } else if (flag == "--warmup") {
+      o.warmup = parse_int(flag, value);
+    } else if (flag == "--json") {
+      o.json = value;
+    } else {
+      HYLO_FAIL("bench attention: unknown flag '{}' (see --kind --block --bridge --window --T --hd --B --H --Hkv "
+                "--iters --warmup --json)",
+                flag);
+    }
+  }
+  if (o.Hkv < 0) o.Hkv = o.H;
+  HYLO_CHECK(o.H % o.Hkv == 0, "bench attention: --H {} is not a multiple of --Hkv {}", o.H, o.Hkv);
+  HYLO_CHECK(o.bridge <= o.block, "bench attention: --bridge {} exceeds --block {}", o.bridge, o.block);
+  return o;
+}
+
+AttnMask make_mask(const std::string& kind, const BenchOptions& o) {
+  if (kind == "swa") return AttnMask{MaskKind::swa, o.window, 0, 0};
+  if (kind == "pbb") return AttnMask{MaskKind::pbb, 0, o.block, o.bridge};
+  return AttnMask{MaskKind::full, 0, 0, 0};
+}
+
+std::string mask_label(const std::string& kind, const BenchOptions& o) {
+  if (kind == "swa") return fmt::format("swa({})", o.window);
+  if (kind == "pbb") return fmt::format("pbb({},{})", o.block, o.bridge);
+  return "full";
+}
+
+// Allowed (t, s) pairs: the work a perfect kernel does.
+int64_t visited_pairs(const AttnMask& mask, int T) {
+  int64_t pairs = 0;
+  for (int t = 0; t < T; ++t) pairs += t - mask.lowest_key(t) + 1;
+  return pairs;
+}
+
+#if HYLO_WITH_CUDA
+
+void cuda_ok(cudaError_t err, const char* what) {
+  HYLO_CHECK(err == cudaSuccess, "bench attention: {}: {}", what, cudaGetErrorString(err));
+}
+
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  explicit DeviceArray(size_t n, const char* what) {
+    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T));
+    HYLO_CHECK(err == cudaSuccess, "bench attention: allocating {} ({} MiB): {}; try a smaller --B or --T", what,
+               n * sizeof(T) >> 20, cudaGetErrorString(err));
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+// Random bf16 normals, the same 1 Mi-value pattern tiled over the buffer from a per-tensor offset.
+void fill_random(bf16* dst, size_t n, const std::vector<bf16>& pattern, size_t offset) {
+  size_t done = 0;
+  while (done < n) {
+    const size_t start = (offset + done) % pattern.size();
+    const size_t count = std::min(n - done, pattern.size() - start);
+    cuda_ok(cudaMemcpy(dst + done, pattern.data() + start, count * sizeof(bf16), cudaMemcpyHostToDevice), "fill");
+    done += count;
+  }
+}
+
+template <class F>
+double median_ms(F&& body, int iters, int warmup, cudaStream_t stream) {
+  for (int i = 0; i < warmup; ++i) body();
+  std::vector<cudaEvent_t> start(iters), stop(iters);
+  for (int i = 0; i < iters; ++i) {
+    cuda_ok(cudaEventCreate(&start[i]), "event");
+    cuda_ok(cudaEventCreate(&stop[i]), "event");
+  }
+  for (int i = 0; i < iters; ++i) {
+    cuda_ok(cudaEventRecord(start[i], stream), "event record");
+    body();
+    cuda_ok(cudaEventRecord(stop[i], stream), "event record");
+  }
+  cuda_ok(cudaStreamSynchronize(stream), "synchronize");
+  std::vector<float> ms(iters);
+  for (int i = 0; i < iters; ++i) {
+    cuda_ok(cudaEventElapsedTime(&ms[i], start[i], stop[i]), "elapsed time");
+    cudaEventDestroy(start[i]);
+    cudaEventDestroy(stop[i]);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[iters / 2];
+}
+
+struct BenchRow {
+  std::string mask;
+  int hd = 0, T = 0;
+  int64_t pairs = 0;
+  double fwd_ms = 0, bwd_ms = 0, fwdbwd_ms = 0;
+  double fwd_tflops = 0, fwdbwd_tflops = 0, fwd_dense_tflops = 0, fwdbwd_dense_tflops = 0;
+};
+
+BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T, const std::vector<bf16>& pattern,
+                   cudaStream_t stream) {
+  const AttnShape sh{o.B, T, o.H, o.Hkv, hd};
+  const AttnMask mask = make_mask(kind, o);
+  const size_t nq = size_t(o.B) * T * o.H * hd, nkv = size_t(o.B) * T * o.Hkv * hd;
+  DeviceArray<bf16> q(nq, "q"), k(nkv, "k"), v(nkv, "v"), out(nq, "out"), dout(nq, "dout"), dq(nq, "dq"),
+      dk(nkv, "dk"), dv(nkv, "dv");
+  DeviceArray<float> lse(size_t(o.B) * o.H * T, "lse");
+  DeviceArray<unsigned char> work(cuda::attention_backward_workspace_bytes(sh), "workspace");
+  fill_random(q.ptr, nq, pattern, 0);
+  fill_random(k.ptr, nkv, pattern, 333331);
+  fill_random(v.ptr, nkv, pattern, 666667);
+  fill_random(dout.ptr, nq, pattern, 123457);
+
+  auto forward = [&] { cuda::attention_forward(sh, mask, q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, stream); };
+  auto backward = [&] {
+    cuda::attention_backward(sh, mask, q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, dout.ptr, dq.ptr, dk.ptr, dv.ptr,
+                             work.ptr, stream);
+  };
+  BenchRow row;
+  row.mask = mask_label(kind, o);
+  row.hd = hd;
+  row.T = T;
+  row.pairs = visited_pairs(mask, T);
+  row.fwd_ms = median_ms(forward, o.iters, o.warmup, stream);
+  row.bwd_ms = median_ms(backward, o.iters, o.warmup, stream);
+  row.fwdbwd_ms = median_ms([&] {
+    forward();
+    backward();
+  }, o.iters, o.warmup, stream);
+  const double fwd_flops = 4.0 * o.B * o.H * hd * double(row.pairs);
+  const double dense_flops = 4.0 * o.B * o.H * hd * double(T) * T;
+  row.fwd_tflops = fwd_flops / (row.fwd_ms * 1e-3) / 1e12;
+  row.fwdbwd_tflops = 3.5 * fwd_flops / (row.fwdbwd_ms * 1e-3) / 1e12;
+  row.fwd_dense_tflops = dense_flops / (row.fwd_ms * 1e-3) / 1e12;
+  row.fwdbwd_dense_tflops = 3.5 * dense_flops / (row.fwdbwd_ms * 1e-3) / 1e12;
+  return row;
+}
+
+void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
+                const std::vector<BenchRow>& rows) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  HYLO_CHECK(f != nullptr, "bench attention: cannot write --json {}", path);
+  std::string s = fmt::format(
+      "{{\n  \"bench\": \"attention\",\n  \"device\": \"{}\",\n  \"settings\": {{\"B\": {}, \"H\": {}, \"Hkv\": {}, "
+      "\"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", \"flops\": \"fwd = 4*B*H*D*visited_pairs; "
+      "fwd+bwd = 3.5*fwd; dense = same with T*T pairs\"}},\n  \"rows\": [\n",
+      device, o.B, o.H, o.Hkv, o.iters, o.warmup);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    s += fmt::format(
+        "    {{\"mask\": \"{}\", \"D\": {}, \"T\": {}, \"visited_pairs\": {}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
+        "\"fwdbwd_ms\": {:.4f}, \"fwd_tflops\": {:.1f}, \"fwdbwd_tflops\": {:.1f}, \"fwd_dense_tflops\": {:.1f}, "
+        "\"fwdbwd_dense_tflops\": {:.1f}}}{}\n",
+        r.mask, r.hd, r.T, r.pairs, r.fwd_ms, r.bwd_ms, r.fwdbwd_ms, r.fwd_tflops, r.fwdbwd_tflops,
+        r.fwd_dense_tflops, r.fwdbwd_dense_tflops, i + 1 < rows.size() ? "," : "");
+  }
+  s += "  ]\n}\n";
+  std::fputs(s.c_str(), f);
+  HYLO_CHECK(std::fclose(f) == 0, "bench attention: writing --json {} failed", path);
+}
+
+#endif  // HYLO_WITH_CUDA
+
+}  // namespace
+
+int run_bench_attention(const std::vector<std::string>& args) {
+  const BenchOptions o = parse_options(args);
+#if !HYLO_WITH_CUDA
+  HYLO_FAIL("bench attention: built without CUDA (configure with -DHYLO_CUDA=ON)");
+#else
+  int device = 0;
+  cuda_ok(cudaGetDevice(&device), "no CUDA device");
+  cudaDeviceProp prop{};
+  cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
+  std::vector<bf16> pattern(1 << 20);
+  Rng rng{20261104, 7, 0};
+  for (auto& x : pattern) x = float_to_bf16(float(rng.normal()));
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreate(&stream), "stream");
+
+  std::printf("attention bench on %s: B=%d H=%d Hkv=%d, median of %d (TF/s count visited pairs; dense = T*T)\n",
+              prop.name, o.B, o.H, o.Hkv, o.iters);
+  std::printf("%-14s %4s %6s %12s | %9s %7s %7s | %9s | %9s %7s %7s\n", "mask", "D", "T", "pairs", "fwd ms", "TF/s",
+              "dense", "bwd ms", "f+b ms", "TF/s", "dense");
+  std::vector<BenchRow> rows;
+  for (int hd : o.hds)
+    for (int T : o.Ts)
+      for (const auto& kind : o.kinds) {
+        const BenchRow r = bench_one(o, kind, hd, T, pattern, stream);
+        std::printf("%-14s %4d %6d %12lld | %9.3f %7.1f %7.1f | %9.3f | %9.3f %7.1f %7.1f\n", r.mask.c_str(), r.hd,
+                    r.T, (long long)r.pairs, r.fwd_ms, r.fwd_tflops, r.fwd_dense_tflops, r.bwd_ms, r.fwdbwd_ms,
+                    r.fwdbwd_tflops, r.fwdbwd_dense_tflops);
+        std::fflush(stdout);
+        rows.push_back(r);
+      }
+  cudaStreamDestroy(stream);
+  if (!o.json.empty()) write_json(o.json, o, prop.name, rows);
+  return 0;
+#endif
+}
+
+}  // namespace hylo

@@ -1,0 +1,60 @@
+// Masked causal attention (SPEC §1), CPU reference: the function every CUDA kernel is checked
+// against, and the attention of CPU training.
+//
+// Shape legend: B batch, T sequence, Hq query heads, Hkv key/value heads (Hq % Hkv == 0; query
+// head h reads kv head h / (Hq / Hkv)), D head dim.
+//   q_BTHD (B, T, Hq, D), k_BTHD / v_BTHD (B, T, Hkv, D), out_BTHD (B, T, Hq, D),
+//   lse_BHT (B, Hq, T): natural log-sum-exp of the scaled scores of each query row.
+// Scale is 1/sqrt(D). All row-major and contiguous.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "ops/mask.h"
+
+namespace hylo {
+
+struct AttnShape {
+  int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
+};
+
+// Highest query position that may attend key s (the inverse of AttnMask::lowest_key, which is
+// non-decreasing in t): the backward pass over key tiles visits only queries in [s, this].
+// Not clamped to T - 1.
+HYLO_HD int64_t attn_highest_query(const AttnMask& mask, int64_t s) {
+  switch (mask.kind) {
+    case MaskKind::full: return INT64_MAX / 4;
+    case MaskKind::swa: return s + mask.window - 1;
+    case MaskKind::pbb: {
+      // Same block as s, or within the bridge after s: the later of the two ends.
+      int64_t block_end = s / mask.block * mask.block + mask.block - 1;
+      int64_t bridge_end = s + mask.bridge - 1;
+      return block_end > bridge_end ? block_end : bridge_end;
+    }
+  }
+  return s;
+}
+
+// Throws (HYLO_CHECK) unless the shape and mask are usable: positive sizes, Hq % Hkv == 0,
+// window >= 1 for swa, 1 <= bridge <= block for pbb.
+void check_attention_args(const AttnShape& shape, const AttnMask& mask);
+
+// Throws hylo::Error(message) at file:line. For the CUDA sources, which cannot include
+// core/error.h: fmt's C++20 format-string checks do not compile under nvcc.
+[[noreturn]] void attention_fail(const std::string& message, const char* file, int line);
+
+namespace cpu {
+
+// out, lse <- attention(q, k, v). Visits only keys in [mask.lowest_key(t), t].
+template <class T>
+void attention_forward(const AttnShape& shape, const AttnMask& mask, const T* q, const T* k, const T* v,
+                       T* out, T* lse);
+
+// dq, dk, dv <- gradients of sum(out * dout) (overwritten, not accumulated). out and lse are the
+// forward's; backward uses D_i = rowsum(dout * out) so no softmax row is renormalised.
+template <class T>
+void attention_backward(const AttnShape& shape, const AttnMask& mask, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv);
+
+}  // namespace cpu
+}  // namespace hylo

@@ -1,0 +1,37 @@
+// add, scale, reshape.
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace hylo {
+
+Var add(const Var& a, const Var& b) {
+  check_same_device("add", a.value(), b.value());
+  HYLO_CHECK(a.shape() == b.shape(), "add: shapes {} and {}", shape_str(a.shape()), shape_str(b.shape()));
+  Tensor out = a.value().clone();
+  out.add_(b.value());
+  return Var::from_op(out, {a, b}, [](const Tensor& g, std::vector<Var>& in) {
+    // Each input gets its own buffer: gradients adopted by two Vars must not alias.
+    if (in[0].requires_grad()) in[0].accumulate_grad(in[1].requires_grad() ? g.clone() : g);
+    if (in[1].requires_grad()) in[1].accumulate_grad(g);
+  });
+}
+
+Var scale(const Var& x, double factor) {
+  Tensor out = Tensor::zeros(x.shape(), x.value().dtype(), x.value().device(), "scale output");
+  out.add_(x.value(), factor);
+  return Var::from_op(out, {x}, [factor](const Tensor& g, std::vector<Var>& in) {
+    Tensor d = Tensor::zeros(g.shape(), g.dtype(), g.device(), "scale grad");
+    d.add_(g, factor);
+    in[0].accumulate_grad(d);
+  });
+}
+
+Var reshape(const Var& x, const Shape& shape) {
+  Tensor out = x.value().view(shape);
+  Shape original = x.shape();
+  return Var::from_op(out, {x}, [original](const Tensor& g, std::vector<Var>& in) {
+    in[0].accumulate_grad(g.view(original));
+  });
+}
+
+}  // namespace hylo

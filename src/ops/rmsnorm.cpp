@@ -1,0 +1,35 @@
+// rmsnorm over the last dimension of x (N, D) with gain w (D).
+#include "ops/cpu/rmsnorm.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace hylo {
+
+Var rmsnorm(const Var& x, const Var& w, double eps) {
+  const Tensor& X = x.value();
+  check_same_device("rmsnorm", X, w.value());
+  check_contiguous("rmsnorm", X);
+  HYLO_CHECK(X.dim() == 2 && w.value().numel() == X.size(1), "rmsnorm: x {} with gain {}", shape_str(X.shape()),
+             shape_str(w.shape()));
+  const int N = int(X.size(0)), D = int(X.size(1));
+  Tensor Y = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm output");
+  Tensor rstd = Tensor::empty({N}, X.dtype(), X.device(), "rmsnorm rstd");
+  with_cpu_float(X, "rmsnorm", [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    cpu::rmsnorm_forward<T>(N, D, T(eps), X.data<T>(), w.value().data<T>(), Y.data<T>(), rstd.data<T>());
+  });
+  return Var::from_op(Y, {x, w}, [rstd, N, D](const Tensor& dY, std::vector<Var>& in) {
+    const Tensor& X = in[0].value();
+    Tensor dX = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
+    Tensor dW = Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
+    with_cpu_float(X, "rmsnorm", [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      cpu::rmsnorm_backward<T>(N, D, X.data<T>(), in[1].value().data<T>(), rstd.data<T>(), dY.data<T>(),
+                               dX.data<T>(), dW.data<T>());
+    });
+    if (in[0].requires_grad()) in[0].accumulate_grad(dX);
+    if (in[1].requires_grad()) in[1].accumulate_grad(dW);
+  });
+}
+
+}  // namespace hylo

@@ -1,0 +1,60 @@
+// rope: rotary position embedding of x (B, T, H, hd), positions 0..T-1.
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "ops/cpu/rope.h"
+#include "ops/dispatch.h"
+#include "ops/ops.h"
+
+namespace hylo {
+
+namespace {
+
+struct RopeTables {
+  int positions = 0;
+  Tensor cos_PD2, sin_PD2;  // fp32 on the op's device
+};
+
+// Tables per (theta, head dim, device), grown to the longest sequence seen: computed once, not
+// per call.
+const RopeTables& rope_tables_for(double theta, int D, int T, Device device) {
+  static std::mutex mutex;
+  static std::map<std::tuple<double, int, Device>, RopeTables> cache;
+  std::lock_guard lock(mutex);
+  RopeTables& t = cache[{theta, D, device}];
+  if (t.positions < T) {
+    Tensor c = Tensor::empty({T, D / 2}, DType::f32), s = Tensor::empty({T, D / 2}, DType::f32);
+    cpu::rope_tables(T, D, theta, c.data<float>(), s.data<float>());
+    t = {T, c.to(device), s.to(device)};
+  }
+  return t;
+}
+
+void rope_apply(const Tensor& in, Tensor& out, double theta, bool inverse) {
+  const int B = int(in.size(0)), T = int(in.size(1)), H = int(in.size(2)), D = int(in.size(3));
+  const RopeTables& tables = rope_tables_for(theta, D, T, in.device());
+  with_cpu_float(in, "rope", [&](auto* tag) {
+    using T_ = std::remove_pointer_t<decltype(tag)>;
+    auto fn = inverse ? cpu::rope_backward<T_> : cpu::rope_forward<T_>;
+    fn(B, T, H, D, 0, tables.positions, tables.cos_PD2.template data<float>(), tables.sin_PD2.template data<float>(),
+       in.data<T_>(), out.data<T_>());
+  });
+}
+
+}  // namespace
+
+Var rope(const Var& x, double theta) {
+  const Tensor& X = x.value();
+  check_contiguous("rope", X);
+  HYLO_CHECK(X.dim() == 4 && X.size(3) % 2 == 0, "rope: x {} must be (B, T, H, even head_dim)", shape_str(X.shape()));
+  Tensor Y = Tensor::empty(X.shape(), X.dtype(), X.device(), "rope output");
+  rope_apply(X, Y, theta, false);
+  return Var::from_op(Y, {x}, [theta](const Tensor& dY, std::vector<Var>& in) {
+    Tensor dX = Tensor::empty(dY.shape(), dY.dtype(), dY.device(), "rope grad");
+    rope_apply(dY, dX, theta, true);
+    in[0].accumulate_grad(dX);
+  });
+}
+
+}  // namespace hylo

@@ -1,0 +1,61 @@
+// Checkpoints: one HDF5 file per step (SPEC §7).
+//
+//   /model/<param>  /optim/m/<param>  /optim/v/<param>  /optim/step  /buffers/<name>
+//   /rng  /data/cursor  /config (YAML text)  /meta/<key> (strings)  /complete
+//
+// Every dataset carries a `crc32` attribute over its bytes; `/complete` (the number of
+// checksummed datasets) is written last, and the file is written as `<path>.tmp`, fsync'ed and
+// renamed, so a crash at any point leaves either the previous checkpoints or a complete new one.
+// Groups track creation order, so tensors load back in the order they were saved.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hylo {
+
+// Tensors are stored with their dtype (f32 master weights and moments in practice; f64, i32,
+// i64 and bf16 also round-trip). Tensors on the GPU are copied to the host when saved; loaded
+// tensors are on the CPU. Names are dataset names: any text without '/', dots welcome.
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+struct CheckpointState {
+  int64_t step = 0;
+  std::vector<NamedTensor> model, optim_m, optim_v, buffers /*non-trained state, e.g. MoE router bias*/;
+  std::vector<uint64_t> rng, data_cursor;
+  std::string config_yaml;
+  std::vector<std::pair<std::string, std::string>> meta;  // version, git revision, world size, layout
+};
+
+// Writes `path` atomically (via `path + ".tmp"`; parent directories are created).
+void save_checkpoint(const std::string& path, const CheckpointState& state);
+
+// Reads and verifies every checksum and the completion marker. Errors are one line naming the
+// file and the dataset, e.g. "runs/x/checkpoints/step_20.h5: checksum mismatch in /model/wq".
+CheckpointState load_checkpoint(const std::string& path);
+
+// The same checks as load_checkpoint without keeping the tensors (one tensor in memory at a time).
+void verify_checkpoint(const std::string& path);
+
+// <run_dir>/checkpoints/step_<step>.h5
+std::string checkpoint_path(const std::string& run_dir, int64_t step);
+
+// The step number of a file named step_<N>.h5, if it is one (".tmp" files are not).
+std::optional<int64_t> checkpoint_step(const std::string& path);
+
+// The newest checkpoint that verifies; corrupt ones are skipped with a one-line warning on stderr,
+// `.tmp` leftovers are ignored. nullopt when there is none.
+std::optional<std::string> latest_valid_checkpoint(const std::string& run_dir);
+
+// Keeps the `keep_last` newest step_<N>.h5 (all when keep_last <= 0) and removes `.tmp`
+// leftovers of steps older than the newest checkpoint (writers that died).
+void prune_checkpoints(const std::string& run_dir, int64_t keep_last);
+
+}  // namespace hylo

@@ -1,0 +1,70 @@
+// The run configuration: YAML file + `--set key=value` overrides -> Config, and back to YAML.
+// Defaults live in the struct initialisers below; the list of YAML keys is derived from one field
+// table in config.cpp (parse, to_yaml and "did you mean" all read it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/model_config.h"
+
+namespace hylo {
+
+struct TrainConfig {
+  int64_t steps = 100;
+  int batch_size = 8 /*sequences per optimizer step, all ranks together*/,
+      micro_batch_size = 0 /*0 = batch_size*/, seq_len = 256;
+  double lr = 3e-4, min_lr_ratio = 0.1;
+  int64_t warmup_steps = 10;
+  std::string schedule = "cosine";  // cosine | wsd
+  double decay_fraction = 0.2 /*wsd: last fraction of steps decays*/, weight_decay = 0.1, beta1 = 0.9,
+         beta2 = 0.95, eps = 1e-8, grad_clip = 1.0 /*0 = off*/, z_loss = 0;
+  uint64_t seed = 1234;
+  int64_t checkpoint_every = 0 /*0 = only at the end*/, keep_last = 3 /*0 = keep all*/,
+          eval_every = 0 /*0 = never in-loop*/, eval_batches = 8, log_every = 1;
+  std::string nan_policy = "skip";  // skip | abort
+  bool recompute = false;
+
+  int micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
+  int accumulation_steps() const { return batch_size / micro_batch(); }
+  bool operator==(const TrainConfig&) const = default;
+};
+
+struct DataConfig {
+  std::string train = "data/tokens/train.bin", val = "data/tokens/val.bin";
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct Config {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  std::string device = "cpu";  // cpu | cuda
+  // Where the config came from (a file, or "<ckpt>:/config"): used to prefix error messages.
+  // Provenance, not content: it is not written by to_yaml and not compared by ==.
+  std::string source_path;
+
+  bool operator==(const Config& o) const {
+    return model == o.model && train == o.train && data == o.data && device == o.device;
+  }
+};
+
+// Reads the YAML file at `path`, applies `overrides` ("model.local.block=256"; the value is parsed
+// as a YAML scalar of the key's type; a mapping value sets a whole section), then validate()s.
+// Every error is one line naming the file (or the --set argument), the key and the value.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Same for YAML text already in memory (the /config of a checkpoint); `origin` prefixes errors.
+Config config_from_yaml_text(const std::string& yaml, const std::string& origin,
+                             const std::vector<std::string>& overrides = {});
+
+// Throws hylo::Error for impossible or unsupported settings, naming the keys and their values.
+void validate(const Config& config);
+
+// Every key with its value, in the field table's order: config_from_yaml_text(to_yaml(c)) == c.
+std::string to_yaml(const Config& config);
+
+// All valid dotted leaf keys ("model.local.block", ...), in table order (for help and tests).
+std::vector<std::string> config_keys();
+
+}  // namespace hylo

@@ -1,0 +1,177 @@
+#include "train/run_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace hylo {
+namespace {
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::FILE* open_append(const fs::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  HYLO_CHECK(f, "{}: cannot open for appending: {}", path.string(), std::strerror(errno));
+  return f;
+}
+
+void write_line(std::FILE* f, std::string_view line, const std::string& what) {
+  bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fputc('\n', f) != EOF &&
+            std::fflush(f) == 0;
+  HYLO_CHECK(ok, "{}: write failed: {}", what, std::strerror(errno));
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", int(ch));
+        else out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+// The value of the top-level "step" key in one of our own rows, if any.
+std::optional<int64_t> row_step(const std::string& line) {
+  auto pos = line.find("\"step\":");
+  if (pos == std::string::npos) return std::nullopt;
+  const char* p = line.data() + pos + 7;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(p, line.data() + line.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  HYLO_CHECK(fd >= 0, "{}: cannot create: {}", tmp, std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      HYLO_FAIL("{}: write failed: {}", tmp, std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  HYLO_CHECK(synced, "{}: fsync failed: {}", tmp, std::strerror(errno));
+  HYLO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename {} into place: {}", path, tmp,
+             std::strerror(errno));
+}
+
+void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, bool resume, bool overwrite) {
+  HYLO_CHECK(!(resume && overwrite), "{}: --resume and --overwrite exclude each other", dir);
+  const fs::path root(dir), config = root / "config.yaml";
+  std::error_code ec;
+  HYLO_CHECK(!fs::exists(root, ec) || fs::is_directory(root, ec), "{}: exists and is not a directory", dir);
+
+  std::optional<std::string> old = read_file(config);
+  if (old && *old != resolved_config_yaml && !resume && !overwrite)
+    HYLO_FAIL("{} already holds a different config (use --resume auto or --overwrite)", dir);
+  if (overwrite) {
+    for (const char* name : {"checkpoints", "metrics.jsonl", "log.txt"}) {
+      fs::remove_all(root / name, ec);
+      HYLO_CHECK(!ec, "{}: cannot remove: {}", (root / name).string(), ec.message());
+    }
+  } else if (old && *old != resolved_config_yaml) {
+    // Resuming with a changed config (e.g. more steps): keep the old one so nothing is lost.
+    fs::path kept;
+    for (int n = 1; fs::exists(kept = root / fmt::format("config.{}.yaml", n), ec); ++n) {
+    }
+    write_file_atomic(kept.string(), *old);
+  }
+  fs::create_directories(root / "checkpoints", ec);
+  HYLO_CHECK(!ec, "{}: cannot create directory: {}", (root / "checkpoints").string(), ec.message());
+  if (!old || *old != resolved_config_yaml) write_file_atomic(config.string(), resolved_config_yaml);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+MetricsRow& MetricsRow::add_raw(std::string_view key, const std::string& json_value) {
+  if (!body_.empty()) body_ += ',';
+  body_ += json_string(key);
+  body_ += ':';
+  body_ += json_value;
+  return *this;
+}
+
+MetricsRow& MetricsRow::add(std::string_view key, double value) {
+  if (std::isnan(value)) return add_raw(key, "NaN");
+  if (std::isinf(value)) return add_raw(key, value > 0 ? "Infinity" : "-Infinity");
+  return add_raw(key, fmt::format("{}", value));  // shortest round-trip text (like {:.17g}, shorter)
+}
+
+MetricsRow& MetricsRow::add(std::string_view key, bool value) { return add_raw(key, value ? "true" : "false"); }
+
+MetricsRow& MetricsRow::add(std::string_view key, std::string_view value) { return add_raw(key, json_string(value)); }
+
+MetricsLog::MetricsLog(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  HYLO_CHECK(!ec, "{}: cannot create directory: {}", dir, ec.message());
+  metrics_ = open_append(fs::path(dir) / "metrics.jsonl");
+  log_ = open_append(fs::path(dir) / "log.txt");
+}
+
+MetricsLog::~MetricsLog() {
+  if (metrics_) std::fclose(metrics_);
+  if (log_) std::fclose(log_);
+}
+
+void MetricsLog::write(const MetricsRow& row) { write_line(metrics_, row.json(), dir_ + "/metrics.jsonl"); }
+
+void MetricsLog::print(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  write_line(log_, line, dir_ + "/log.txt");
+}
+
+void MetricsLog::truncate_after(const std::string& dir, int64_t step) {
+  const fs::path path = fs::path(dir) / "metrics.jsonl";
+  std::optional<std::string> text = read_file(path);
+  if (!text) return;
+  std::string kept;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    auto s = row_step(line);
+    if (!s || *s <= step) kept += line + '\n';
+  }
+  if (kept != *text) write_file_atomic(path.string(), kept);
+}
+
+}  // namespace hylo

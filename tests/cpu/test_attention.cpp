@@ -1,0 +1,213 @@
+// Attention masks and the CPU attention reference: masks vs the SPEC §1 rule by brute force,
+// forward vs a dense masked softmax, backward vs fp64 central finite differences.
+// Shape legend: B batch, T sequence, H heads, D head dim (tensors (B, T, H, D), lse (B, H, T)).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "ops/cpu/attention.h"
+#include "ops/mask.h"
+
+using namespace hylo;
+
+namespace {
+
+AttnMask make_full() { return AttnMask{MaskKind::full, 0, 0, 0}; }
+AttnMask make_swa(int w) { return AttnMask{MaskKind::swa, w, 0, 0}; }
+AttnMask make_pbb(int b, int w) { return AttnMask{MaskKind::pbb, 0, b, w}; }
+
+// SPEC §1 written out independently of ops/mask.h.
+bool spec_allowed(const AttnMask& m, int t, int s) {
+  if (s > t) return false;
+  if (m.kind == MaskKind::full) return true;
+  if (m.kind == MaskKind::swa) return t - s < m.window;
+  return s / m.block == t / m.block || t - s < m.bridge;
+}
+
+std::string name(const AttnMask& m) {
+  if (m.kind == MaskKind::full) return "full";
+  if (m.kind == MaskKind::swa) return "swa(" + std::to_string(m.window) + ")";
+  return "pbb(" + std::to_string(m.block) + "," + std::to_string(m.bridge) + ")";
+}
+
+// T = 37 is prime: no block or tile size divides it.
+const std::vector<AttnMask> kMasks = {make_full(),     make_swa(1),     make_swa(5),      make_swa(64),
+                                      make_pbb(8, 1),  make_pbb(8, 8),  make_pbb(10, 3),  make_pbb(1, 1),
+                                      make_pbb(64, 5)};
+
+std::vector<double> randn(size_t n, uint64_t seed) {
+  Rng rng{seed, 1, 0};
+  std::vector<double> v(n);
+  for (auto& x : v) x = rng.normal();
+  return v;
+}
+
+// Dense reference: every (t, s) pair scored, disallowed ones set to -inf, plain softmax.
+void dense_forward(const AttnShape& sh, const AttnMask& m, const std::vector<double>& q,
+                   const std::vector<double>& k, const std::vector<double>& v, std::vector<double>& out,
+                   std::vector<double>& lse) {
+  const int D = sh.D, group = sh.Hq / sh.Hkv;
+  out.assign(size_t(sh.B) * sh.T * sh.Hq * D, 0.0);
+  lse.assign(size_t(sh.B) * sh.Hq * sh.T, 0.0);
+  std::vector<double> sc(sh.T);
+  for (int b = 0; b < sh.B; ++b)
+    for (int h = 0; h < sh.Hq; ++h)
+      for (int t = 0; t < sh.T; ++t) {
+        double mx = -INFINITY;
+        for (int s = 0; s < sh.T; ++s) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d)
+            dot += q[((size_t(b) * sh.T + t) * sh.Hq + h) * D + d] *
+                   k[((size_t(b) * sh.T + s) * sh.Hkv + h / group) * D + d];
+          sc[s] = m.allowed(t, s) ? dot / std::sqrt(double(D)) : -INFINITY;
+          mx = std::max(mx, sc[s]);
+        }
+        double sum = 0;
+        for (int s = 0; s < sh.T; ++s) sum += (sc[s] = std::exp(sc[s] - mx));
+        for (int s = 0; s < sh.T; ++s)
+          for (int d = 0; d < D; ++d)
+            out[((size_t(b) * sh.T + t) * sh.Hq + h) * D + d] +=
+                sc[s] / sum * v[((size_t(b) * sh.T + s) * sh.Hkv + h / group) * D + d];
+        lse[(size_t(b) * sh.Hq + h) * sh.T + t] = mx + std::log(sum);
+      }
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+double rel_err(const std::vector<double>& a, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  // A window of one key makes dq and dk exactly zero: then the absolute error is what counts.
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+const std::vector<AttnShape> kShapes = {AttnShape{2, 37, 2, 2, 5}, AttnShape{1, 37, 4, 2, 3}};
+
+}  // namespace
+
+TEST_CASE("attention masks follow the SPEC rule, lowest_key and highest query bound the allowed range") {
+  std::vector<AttnMask> masks = kMasks;
+  masks.push_back(make_pbb(7, 4));
+  masks.push_back(make_swa(3));
+  const int T = 80;
+  for (const auto& m : masks) {
+    CAPTURE(name(m));
+    for (int t = 0; t < T; ++t) {
+      int lowest = -1;
+      for (int s = 0; s < T; ++s) {
+        REQUIRE(m.allowed(t, s) == spec_allowed(m, t, s));
+        if (lowest < 0 && spec_allowed(m, t, s)) lowest = s;
+      }
+      // The allowed keys of t are exactly [lowest_key(t), t].
+      REQUIRE(m.lowest_key(t) == lowest);
+      for (int s = lowest; s <= t; ++s) REQUIRE(spec_allowed(m, t, s));
+      if (t > 0) REQUIRE(m.lowest_key(t) >= m.lowest_key(t - 1));  // tile ranges rely on this
+    }
+    // attn_highest_query(s) is the last query that still sees key s, and all queries between see it.
+    for (int s = 0; s < T; ++s) {
+      const int64_t hi = attn_highest_query(m, s);
+      for (int t = s; t < 3 * T; ++t) REQUIRE(spec_allowed(m, t, s) == (t <= hi));
+    }
+  }
+}
+
+TEST_CASE("cpu attention forward matches a dense masked softmax") {
+  uint64_t seed = 100;
+  for (const auto& sh : kShapes)
+    for (const auto& m : kMasks) {
+      CAPTURE(name(m));
+      CAPTURE(sh.Hq);
+      const size_t nq = size_t(sh.B) * sh.T * sh.Hq * sh.D, nkv = size_t(sh.B) * sh.T * sh.Hkv * sh.D;
+      auto q = randn(nq, ++seed), k = randn(nkv, ++seed), v = randn(nkv, ++seed);
+      std::vector<double> out_ref, lse_ref;
+      dense_forward(sh, m, q, k, v, out_ref, lse_ref);
+      std::vector<double> out(nq, NAN), lse(lse_ref.size(), NAN);
+      cpu::attention_forward(sh, m, q.data(), k.data(), v.data(), out.data(), lse.data());
+      CHECK(max_abs_diff(out, out_ref) < 1e-12);
+      CHECK(max_abs_diff(lse, lse_ref) < 1e-12);
+
+      // The float instantiation computes the same function.
+      std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end());
+      std::vector<float> outf(nq, NAN), lsef(lse.size(), NAN);
+      cpu::attention_forward(sh, m, qf.data(), kf.data(), vf.data(), outf.data(), lsef.data());
+      CHECK(rel_err(std::vector<double>(outf.begin(), outf.end()), out_ref) < 1e-5);
+      CHECK(rel_err(std::vector<double>(lsef.begin(), lsef.end()), lse_ref) < 1e-5);
+    }
+}
+
+TEST_CASE("cpu attention backward matches fp64 finite differences of sum(out * G)") {
+  uint64_t seed = 500;
+  for (const auto& sh : kShapes)
+    for (const auto& m : kMasks) {
+      CAPTURE(name(m));
+      CAPTURE(sh.Hq);
+      const size_t nq = size_t(sh.B) * sh.T * sh.Hq * sh.D, nkv = size_t(sh.B) * sh.T * sh.Hkv * sh.D;
+      auto q = randn(nq, ++seed), k = randn(nkv, ++seed), v = randn(nkv, ++seed), g = randn(nq, ++seed);
+      std::vector<double> out(nq), lse(size_t(sh.B) * sh.Hq * sh.T);
+      cpu::attention_forward(sh, m, q.data(), k.data(), v.data(), out.data(), lse.data());
+      // Garbage in the gradients: backward must overwrite, not accumulate.
+      std::vector<double> dq(nq, NAN), dk(nkv, 1e30), dv(nkv, -7.0);
+      cpu::attention_backward(sh, m, q.data(), k.data(), v.data(), out.data(), lse.data(), g.data(), dq.data(),
+                              dk.data(), dv.data());
+
+      std::vector<double> o(nq), l(lse.size());
+      auto loss = [&] {
+        cpu::attention_forward(sh, m, q.data(), k.data(), v.data(), o.data(), l.data());
+        double acc = 0;
+        for (size_t i = 0; i < nq; ++i) acc += o[i] * g[i];
+        return acc;
+      };
+      auto numeric = [&](std::vector<double>& x) {
+        const double eps = 1e-5;
+        std::vector<double> grad(x.size());
+        for (size_t i = 0; i < x.size(); ++i) {
+          const double keep = x[i];
+          x[i] = keep + eps;
+          const double up = loss();
+          x[i] = keep - eps;
+          const double down = loss();
+          x[i] = keep;
+          grad[i] = (up - down) / (2 * eps);
+        }
+        return grad;
+      };
+      CHECK(rel_err(dq, numeric(q)) < 1e-7);
+      CHECK(rel_err(dk, numeric(k)) < 1e-7);
+      CHECK(rel_err(dv, numeric(v)) < 1e-7);
+
+      // float backward agrees with the fp64 one (what CPU training runs).
+      auto to_f = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+      auto qf = to_f(q), kf = to_f(k), vf = to_f(v), gf = to_f(g), of = to_f(out), lf = to_f(lse);
+      std::vector<float> dqf(nq), dkf(nkv), dvf(nkv);
+      cpu::attention_backward(sh, m, qf.data(), kf.data(), vf.data(), of.data(), lf.data(), gf.data(), dqf.data(),
+                              dkf.data(), dvf.data());
+      auto to_d = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+      CHECK(rel_err(to_d(dqf), dq) < 1e-5);
+      CHECK(rel_err(to_d(dkf), dk) < 1e-5);
+      CHECK(rel_err(to_d(dvf), dv) < 1e-5);
+    }
+}
+
+TEST_CASE("cpu attention rejects impossible shapes and masks") {
+  std::vector<float> x(64);
+  auto fwd = [&](AttnShape sh, AttnMask m) {
+    cpu::attention_forward(sh, m, x.data(), x.data(), x.data(), x.data(), x.data());
+  };
+  CHECK_THROWS(fwd(AttnShape{1, 2, 3, 2, 4}, make_full()));   // Hq % Hkv
+  CHECK_THROWS(fwd(AttnShape{1, 2, 2, 2, 4}, make_pbb(4, 5)));  // bridge > block
+  CHECK_THROWS(fwd(AttnShape{1, 2, 2, 2, 4}, make_swa(0)));
+  CHECK_THROWS(fwd(AttnShape{1, 0, 2, 2, 4}, make_full()));
+}
