@@ -1,9 +1,9 @@
 // Attention backward, deterministic (no atomics), in three launches:
 //   1. dot:  D_i = rowsum(dO * O) per query row, fp32, into the workspace.
-//   2. dkdv: one block per (key tile, kv head, batch). Each warp owns 16 keys and computes the
-//      transposed products S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T land in registers in
-//      exactly the A-fragment layout that dV += P^T dO and dK += dS^T Q need. All query heads of
-//      the kv head's group are visited in a fixed order: GQA needs no reduction afterwards.
+//   2. dkdv: one block per (key tile, kv head, batch). Each warp owns 16 * kMTiles keys and
+//      computes the transposed products S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T land in
+//      registers in exactly the A-fragment layout that dV += P^T dO and dK += dS^T Q need. All
+//      query heads of the kv head's group are visited in a fixed order: GQA needs no reduction.
 //   3. dq:   one block per (query tile, head, batch), the forward's structure: recompute P from the
 //      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
@@ -63,16 +63,17 @@ __global__ void attention_bwd_dot_kernel(const BwdParams p) {
 
 // ---- 2. dK, dV over key tiles ------------------------------------------------------------------
 // kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
-// that only a 16-query slab of S^T and dP^T is live: the registers go to the dK/dV accumulators and,
-// with kKVInRegs, to K/V fragments loaded once. Each Q/dO fragment read from shared memory then
-// feeds kMTiles products, which is what bounds this kernel (shared-memory bytes per flop).
+// that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators
+// (and, with kKVInRegs, to K/V fragments loaded once). kMTiles = 2 would let each Q/dO fragment read
+// from shared memory feed two products, but it spills: the sweep in experiments/results/attention.md
+// found 16 keys per warp with K/V re-read from shared memory fastest at both head dims.
 template <int W, int MT, int BM, bool KVInRegs, int MinBlocks>
 struct DkvTile {
   static constexpr int kWarps = W, kMTiles = MT, kBlockM = BM, kMinBlocks = MinBlocks;
   static constexpr bool kKVInRegs = KVInRegs;
 };
 #ifndef HYLO_ATTN_DKV64
-#define HYLO_ATTN_DKV64 4, 2, 64, true, 2
+#define HYLO_ATTN_DKV64 4, 1, 64, false, 2
 #endif
 #ifndef HYLO_ATTN_DKV128
 #define HYLO_ATTN_DKV128 4, 1, 64, false, 2
@@ -221,7 +222,7 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int half = i >> 1, col = i & 1, t = m0 + col0 + col;
-            float pr = exp2f(fmaf(st[mt][nt][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
+            float pr = fast_exp2(fmaf(st[mt][nt][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
             if (needs_mask && (t < key_row[mt][half] || t > key_hi[mt][half])) pr = 0.f;
             st[mt][nt][i] = pr;
             dpt[mt][nt][i] = pr * (dpt[mt][nt][i] - (col ? dv2.y : dv2.x));
@@ -264,12 +265,13 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 // ---- 3. dQ over query tiles --------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
+// Defaults from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
 template <int W, int MT, int BN, int MinBlocks>
 struct DqTile {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
 };
 #ifndef HYLO_ATTN_DQ64
-#define HYLO_ATTN_DQ64 4, 2, 64, 2
+#define HYLO_ATTN_DQ64 8, 1, 64, 2
 #endif
 #ifndef HYLO_ATTN_DQ128
 #define HYLO_ATTN_DQ128 4, 1, 64, 2
@@ -392,7 +394,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int half = i >> 1, s = k0 + nt * 8 + 2 * c + (i & 1);
-            float pr = exp2f(fmaf(s_acc[mt][nt][i], p.scale_log2, -row_lse2[mt][half]));
+            float pr = fast_exp2(fmaf(s_acc[mt][nt][i], p.scale_log2, -row_lse2[mt][half]));
             if (needs_mask && (s < row_lo[mt][half] || s > row[mt][half])) pr = 0.f;
             dp_acc[mt][nt][i] = pr * (dp_acc[mt][nt][i] - row_dvec[mt][half]);
           }

@@ -35,7 +35,8 @@ struct alignas(16) Pack8 {
 __device__ __forceinline__ Pack8 load_pack(const nv_bf16* p) { return *reinterpret_cast<const Pack8*>(p); }
 __device__ __forceinline__ void store_pack(nv_bf16* p, const Pack8& x) { *reinterpret_cast<Pack8*>(p) = x; }
 
-// Loads VEC consecutive bf16 as floats (VEC is 8 on the aligned path, else 1).
+// Loads VEC consecutive bf16 as floats: one 16-byte access when VEC is 8 (the pointer must then be
+// 16-byte aligned), element by element otherwise.
 template <int VEC>
 __device__ __forceinline__ void load_floats(const nv_bf16* p, float (&out)[VEC]) {
   if constexpr (VEC == 8) {
@@ -43,7 +44,8 @@ __device__ __forceinline__ void load_floats(const nv_bf16* p, float (&out)[VEC])
 #pragma unroll
     for (int k = 0; k < 8; ++k) out[k] = __bfloat162float(pk.v[k]);
   } else {
-    out[0] = __bfloat162float(p[0]);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) out[k] = __bfloat162float(p[k]);
   }
 }
 
@@ -55,7 +57,8 @@ __device__ __forceinline__ void store_floats(nv_bf16* p, const float (&in)[VEC])
     for (int k = 0; k < 8; ++k) pk.v[k] = __float2bfloat16_rn(in[k]);
     store_pack(p, pk);
   } else {
-    p[0] = __float2bfloat16_rn(in[0]);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) p[k] = __float2bfloat16_rn(in[k]);
   }
 }
 

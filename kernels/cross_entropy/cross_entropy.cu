@@ -26,7 +26,7 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
 // Log-sum-exp of row `z` over columns < V_valid, returned to every thread of the block.
 template <int VEC>
 __device__ float row_lse(const nv_bf16* z, int V, int V_valid) {
-  __shared__ MaxSum warp_results[kWarps];
+  __shared__ float warp_max_W[kWarps], warp_sum_W[kWarps];  // plain arrays: no constructors in shared
   MaxSum acc;
   for (int v = threadIdx.x * VEC; v < V; v += blockDim.x * VEC) {
     float x[VEC];
@@ -49,10 +49,13 @@ __device__ float row_lse(const nv_bf16* z, int V, int V_valid) {
     acc = merge(acc, other);
   }
   int warp = threadIdx.x >> 5;
-  if ((threadIdx.x & 31) == 0) warp_results[warp] = acc;
+  if ((threadIdx.x & 31) == 0) {
+    warp_max_W[warp] = acc.m;
+    warp_sum_W[warp] = acc.s;
+  }
   __syncthreads();
   MaxSum total;
-  for (int w = 0; w < kWarps; ++w) total = merge(total, warp_results[w]);  // same order in every thread
+  for (int w = 0; w < kWarps; ++w) total = merge(total, {warp_max_W[w], warp_sum_W[w]});  // same order everywhere
   return total.m + logf(total.s);
 }
 

@@ -8,9 +8,9 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
-#include <compare>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
@@ -30,7 +30,11 @@ struct PlanKey {
   int64_t stride_a, stride_b, stride_c;
   cudaDataType_t c_type;
   int align_a, align_b, align_c;  // bytes, <= 16; the heuristic's choice is valid only for these
-  auto operator<=>(const PlanKey&) const = default;
+  auto tied() const {
+    return std::tie(device, trans_a, trans_b, M, N, K, batch, stride_a, stride_b, stride_c, c_type, align_a, align_b,
+                    align_c);
+  }
+  bool operator<(const PlanKey& o) const { return tied() < o.tied(); }  // C++17: no <=> under nvcc -std=c++17
 };
 
 struct Plan {
@@ -49,6 +53,7 @@ struct Context {
   std::map<std::pair<int, cudaStream_t>, void*> workspace;
   std::map<PlanKey, Plan> plans;
   GemmStats stats;
+  bool force_fallback = false;
 };
 
 Context& context() {
@@ -164,7 +169,7 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   }
   const Plan& plan = it->second;
 
-  if (plan.use_lt) {
+  if (plan.use_lt && !ctx.force_fallback) {
     ++ctx.stats.lt_calls;
     lock.unlock();  // plans are never erased, so `plan` stays valid
     HYLO_CUBLAS_CHECK(cublasLtMatmul(lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
@@ -210,6 +215,12 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float
                           int batch, cudaStream_t stream) {
   run_gemm(trans_a, trans_b, M, N, K, alpha, A, stride_a, B, stride_b, beta, C, stride_c, CUDA_R_16BF, batch,
            stream);
+}
+
+void gemm_force_fallback(bool on) {
+  Context& ctx = context();
+  std::lock_guard lock(ctx.mutex);
+  ctx.force_fallback = on;
 }
 
 GemmStats gemm_stats() {

@@ -45,4 +45,8 @@ struct GemmStats {
 };
 GemmStats gemm_stats();
 
+// Test hook: send every call down the cublasGemmEx path, which real shapes reach only when
+// cuBLASLt refuses them (so it would otherwise go untested).
+void gemm_force_fallback(bool on);
+
 }  // namespace hylo::cuda

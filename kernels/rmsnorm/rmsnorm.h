@@ -1,4 +1,4 @@
-// RMSNorm on the GPU (oracle: src/ops/cpu/rmsnorm.h). Legend: N rows, D width (D <= 12288).
+// RMSNorm on the GPU (oracle: src/ops/cpu/rmsnorm.h). Legend: N rows, D width (D <= 8192).
 // bf16 x/w/y/gradients; statistics and all sums in fp32.
 //
 //   rmsnorm_forward : rstd_N = 1/sqrt(mean(x²) + eps) (fp32, saved for backward); y = x * rstd * w

@@ -3,6 +3,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if HYLO_WITH_CUDA
+#include "kernels/cross_entropy/cross_entropy.h"
+#endif
+
 namespace hylo {
 
 Var cross_entropy(const Var& logits, const Tensor& targets, int v_valid) {
@@ -13,28 +17,44 @@ Var cross_entropy(const Var& logits, const Tensor& targets, int v_valid) {
              shape_str(targets.shape()));
   HYLO_CHECK(0 < v_valid && v_valid <= L.size(1), "cross_entropy: {} valid vocab columns of {}", v_valid, L.size(1));
   const int N = int(L.size(0)), V = int(L.size(1));
-  const std::vector<int32_t> host_targets = targets.to_vector<int32_t>();
   int64_t counted = 0;
-  for (int32_t t : host_targets) counted += t != cpu::kIgnoreIndex;
-  Tensor lse = Tensor::empty({N}, L.dtype(), L.device(), "cross_entropy lse");
+  for (int32_t t : targets.to_vector<int32_t>()) counted += t != cpu::kIgnoreIndex;
+  Tensor lse = Tensor::empty({N}, stats_dtype(L), L.device(), "cross_entropy lse");
+  Tensor loss_N = Tensor::empty({N}, stats_dtype(L), L.device(), "cross_entropy loss");
+  if (!on_cuda(L, "cross_entropy", [&] {
+#if HYLO_WITH_CUDA
+        cuda::cross_entropy_forward(N, V, v_valid, L.data<bf16>(), targets.data<int32_t>(), loss_N.data<float>(),
+                                    lse.data<float>(), cuda::stream());
+#endif
+      })) {
+    with_cpu_float(L, "cross_entropy", [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      cpu::cross_entropy_forward<T>(N, V, v_valid, L.data<T>(), targets.data<int32_t>(), loss_N.data<T>(),
+                                    lse.data<T>());
+    });
+  }
+  // The per-row losses are N numbers: summing them on the host in double keeps the mean exact
+  // and deterministic on both backends.
   double total = 0;
-  with_cpu_float(L, "cross_entropy", [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    std::vector<T> loss_N(N);
-    cpu::cross_entropy_forward<T>(N, V, v_valid, L.data<T>(), targets.data<int32_t>(), loss_N.data(), lse.data<T>());
-    for (T l : loss_N) total += double(l);
-  });
+  for (double l : loss_N.to(DType::f64).to_vector<double>()) total += l;
   const double mean = counted ? total / double(counted) : 0.0;
-  Tensor out = Tensor::from_vector<double>({mean}, {1}).to(L.dtype());
+  Tensor out = Tensor::from_vector<double>({mean}, {1}).to(stats_dtype(L)).to(L.device());
   return Var::from_op(out, {logits}, [targets, lse, N, V, v_valid, counted](const Tensor& g, std::vector<Var>& in) {
     // The gradient overwrites the logits buffer: no second (N, V) copy is ever held.
     Tensor dL = in[0].mutable_value();
     const double dloss = g.to(DType::f64).to_vector<double>()[0];
-    with_cpu_float(dL, "cross_entropy", [&](auto* tag) {
-      using T = std::remove_pointer_t<decltype(tag)>;
-      cpu::cross_entropy_backward<T>(N, V, v_valid, targets.data<int32_t>(), lse.data<T>(),
-                                     T(counted ? dloss / double(counted) : 0.0), dL.data<T>());
-    });
+    const double scale = counted ? dloss / double(counted) : 0.0;
+    if (!on_cuda(dL, "cross_entropy", [&] {
+#if HYLO_WITH_CUDA
+          cuda::cross_entropy_backward(N, V, v_valid, targets.data<int32_t>(), lse.data<float>(), float(scale),
+                                       dL.data<bf16>(), cuda::stream());
+#endif
+        })) {
+      with_cpu_float(dL, "cross_entropy", [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        cpu::cross_entropy_backward<T>(N, V, v_valid, targets.data<int32_t>(), lse.data<T>(), T(scale), dL.data<T>());
+      });
+    }
     in[0].accumulate_grad(dL);
   });
 }

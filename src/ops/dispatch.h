@@ -1,6 +1,14 @@
-// Shared plumbing of the op layer: argument checks and the float-type switch of CPU paths.
+// Shared plumbing of the op layer: argument checks, the float-type switch of CPU paths, and the
+// entry to CUDA paths.
+//
+// Device convention: CPU tensors are f32 (f64 for gradient checks); CUDA activations, weights and
+// gradients are bf16, with fp32 side outputs (rstd, lse, per-row losses).
 #pragma once
 #include "autograd/variable.h"
+
+#if HYLO_WITH_CUDA
+#include "core/cuda/tensor_kernels.h"
+#endif
 
 namespace hylo {
 
@@ -13,6 +21,22 @@ decltype(auto) with_cpu_float(const Tensor& t, const char* op, F&& f) {
     default: HYLO_FAIL("{}: cpu path supports f32/f64, got {}", op, dtype_name(t.dtype()));
   }
 }
+
+// Runs f() when t lives on the GPU (and returns true); a CPU-only build fails loudly instead.
+template <class F>
+bool on_cuda(const Tensor& t, const char* op, F&& f) {
+  if (t.device() != Device::cuda) return false;
+#if HYLO_WITH_CUDA
+  HYLO_CHECK(t.dtype() == DType::bf16, "{}: cuda path computes in bf16, got {}", op, dtype_name(t.dtype()));
+  f();
+#else
+  HYLO_FAIL("{}: cuda tensor in a build without CUDA", op);
+#endif
+  return true;
+}
+
+// dtype of fp32 side outputs (statistics) for a tensor of `t`'s kind: fp32 on CUDA, t's own on CPU.
+inline DType stats_dtype(const Tensor& t) { return t.device() == Device::cuda ? DType::f32 : t.dtype(); }
 
 inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   HYLO_CHECK(a.device() == b.device() && a.dtype() == b.dtype(), "{}: inputs on {}/{} and {}/{}", op,

@@ -3,6 +3,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if HYLO_WITH_CUDA
+#include "kernels/embedding/embedding.h"
+#endif
+
 namespace hylo {
 
 Var embedding(const Tensor& ids, const Var& table) {
@@ -13,17 +17,32 @@ Var embedding(const Tensor& ids, const Var& table) {
              device_name(W.device()));
   const int N = int(ids.size(0)), V = int(W.size(0)), D = int(W.size(1));
   Tensor out = Tensor::empty({N, D}, W.dtype(), W.device(), "embedding output");
-  with_cpu_float(W, "embedding", [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    cpu::embedding_forward<T>(N, V, D, ids.data<int32_t>(), W.data<T>(), out.data<T>());
-  });
-  return Var::from_op(out, {table}, [ids, N, V, D](const Tensor& g, std::vector<Var>& in) {
-    Tensor dW = Tensor::zeros({V, D}, g.dtype(), g.device(), "embedding grad");
-    with_cpu_float(g, "embedding", [&](auto* tag) {
+  if (!on_cuda(W, "embedding", [&] {
+#if HYLO_WITH_CUDA
+        cuda::embedding_forward(N, V, D, ids.data<int32_t>(), W.data<bf16>(), out.data<bf16>(), cuda::stream());
+#endif
+      })) {
+    with_cpu_float(W, "embedding", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      cpu::embedding_backward<T>(N, V, D, ids.data<int32_t>(), g.contiguous().data<T>(), dW.data<T>());
+      cpu::embedding_forward<T>(N, V, D, ids.data<int32_t>(), W.data<T>(), out.data<T>());
     });
-    in[0].accumulate_grad(dW);
+  }
+  return Var::from_op(out, {table}, [ids, N, V, D](const Tensor& g, std::vector<Var>& in) {
+    // Both backends accumulate into the table gradient: into the existing one when there is
+    // one (tied LM head, earlier micro-batches), else into zeros.
+    const bool fresh = !in[0].has_grad();
+    Tensor dW = fresh ? Tensor::zeros({V, D}, g.dtype(), g.device(), "embedding grad") : in[0].mutable_grad();
+    if (!on_cuda(g, "embedding", [&] {
+#if HYLO_WITH_CUDA
+          cuda::embedding_backward(N, V, D, ids.data<int32_t>(), g.data<bf16>(), dW.data<bf16>(), cuda::stream());
+#endif
+        })) {
+      with_cpu_float(g, "embedding", [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        cpu::embedding_backward<T>(N, V, D, ids.data<int32_t>(), g.data<T>(), dW.data<T>());
+      });
+    }
+    if (fresh) in[0].accumulate_grad(dW);
   });
 }
 

@@ -4,7 +4,6 @@
 #include "ops/ops.h"
 
 #if HYLO_WITH_CUDA
-#include "core/cuda/tensor_kernels.h"
 #include "kernels/gemm/gemm.h"
 #endif
 
@@ -13,13 +12,13 @@ namespace hylo {
 // C (M, N) = op(A) @ op(B) with op = transpose when asked; accumulate adds into C.
 static void matmul_into(bool ta, bool tb, int M, int N, int K, const Tensor& A, const Tensor& B, Tensor& C,
                         bool accumulate) {
-  if (C.device() == Device::cuda) {
+  if (on_cuda(C, "linear", [&] {
 #if HYLO_WITH_CUDA
-    cuda::gemm(ta, tb, M, N, K, 1.0f, A.data<bf16>(), B.data<bf16>(), accumulate ? 1.0f : 0.0f, C.data<bf16>(),
-               cuda::stream());
+        cuda::gemm(ta, tb, M, N, K, 1.0f, A.data<bf16>(), B.data<bf16>(), accumulate ? 1.0f : 0.0f,
+                   C.data<bf16>(), cuda::stream());
 #endif
+      }))
     return;
-  }
   with_cpu_float(C, "linear", [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     cpu::gemm<T>(ta, tb, M, N, K, T(1), A.data<T>(), B.data<T>(), accumulate ? T(1) : T(0), C.data<T>());
@@ -44,7 +43,10 @@ Var linear(const Var& x, const Var& w) {
       matmul_into(false, false, N, in, out, dY, W, dX, false);  // dX = dY @ W
       inputs[0].accumulate_grad(dX);
     }
-    if (inputs[1].requires_grad()) {
+    if (inputs[1].requires_grad() && inputs[1].has_grad()) {
+      // Later micro-batches (and the tied embedding) add straight into the gradient: beta = 1.
+      matmul_into(true, false, out, in, N, dY, X, inputs[1].mutable_grad(), true);  // dW += dY^T @ X
+    } else if (inputs[1].requires_grad()) {
       Tensor dW = Tensor::empty({out, in}, W.dtype(), W.device(), "linear dw");
       matmul_into(true, false, out, in, N, dY, X, dW, false);  // dW = dY^T @ X
       inputs[1].accumulate_grad(dW);

@@ -3,6 +3,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if HYLO_WITH_CUDA
+#include "kernels/rmsnorm/rmsnorm.h"
+#endif
+
 namespace hylo {
 
 Var rmsnorm(const Var& x, const Var& w, double eps) {
@@ -13,20 +17,35 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
              shape_str(w.shape()));
   const int N = int(X.size(0)), D = int(X.size(1));
   Tensor Y = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm output");
-  Tensor rstd = Tensor::empty({N}, X.dtype(), X.device(), "rmsnorm rstd");
-  with_cpu_float(X, "rmsnorm", [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    cpu::rmsnorm_forward<T>(N, D, T(eps), X.data<T>(), w.value().data<T>(), Y.data<T>(), rstd.data<T>());
-  });
-  return Var::from_op(Y, {x, w}, [rstd, N, D](const Tensor& dY, std::vector<Var>& in) {
-    const Tensor& X = in[0].value();
-    Tensor dX = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
-    Tensor dW = Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
+  Tensor rstd = Tensor::empty({N}, stats_dtype(X), X.device(), "rmsnorm rstd");
+  if (!on_cuda(X, "rmsnorm", [&] {
+#if HYLO_WITH_CUDA
+        cuda::rmsnorm_forward(N, D, float(eps), X.data<bf16>(), w.value().data<bf16>(), Y.data<bf16>(),
+                              rstd.data<float>(), cuda::stream());
+#endif
+      })) {
     with_cpu_float(X, "rmsnorm", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
-      cpu::rmsnorm_backward<T>(N, D, X.data<T>(), in[1].value().data<T>(), rstd.data<T>(), dY.data<T>(),
-                               dX.data<T>(), dW.data<T>());
+      cpu::rmsnorm_forward<T>(N, D, T(eps), X.data<T>(), w.value().data<T>(), Y.data<T>(), rstd.data<T>());
     });
+  }
+  return Var::from_op(Y, {x, w}, [rstd, N, D](const Tensor& dY, std::vector<Var>& in) {
+    const Tensor& X = in[0].value();
+    const Tensor& W = in[1].value();
+    Tensor dX = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
+    Tensor dW = Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
+    if (!on_cuda(X, "rmsnorm", [&] {
+#if HYLO_WITH_CUDA
+          cuda::rmsnorm_backward(N, D, X.data<bf16>(), W.data<bf16>(), rstd.data<float>(), dY.data<bf16>(),
+                                 dX.data<bf16>(), dW.data<bf16>(), cuda::stream());
+#endif
+        })) {
+      with_cpu_float(X, "rmsnorm", [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        cpu::rmsnorm_backward<T>(N, D, X.data<T>(), W.data<T>(), rstd.data<T>(), dY.data<T>(), dX.data<T>(),
+                                 dW.data<T>());
+      });
+    }
     if (in[0].requires_grad()) in[0].accumulate_grad(dX);
     if (in[1].requires_grad()) in[1].accumulate_grad(dW);
   });

@@ -7,6 +7,10 @@
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
+#if HYLO_WITH_CUDA
+#include "kernels/rope/rope.h"
+#endif
+
 namespace hylo {
 
 namespace {
@@ -34,11 +38,19 @@ const RopeTables& rope_tables_for(double theta, int D, int T, Device device) {
 void rope_apply(const Tensor& in, Tensor& out, double theta, bool inverse) {
   const int B = int(in.size(0)), T = int(in.size(1)), H = int(in.size(2)), D = int(in.size(3));
   const RopeTables& tables = rope_tables_for(theta, D, T, in.device());
+  const float* cos_PD2 = tables.cos_PD2.data<float>();
+  const float* sin_PD2 = tables.sin_PD2.data<float>();
+  if (on_cuda(in, "rope", [&] {
+#if HYLO_WITH_CUDA
+        auto fn = inverse ? cuda::rope_backward : cuda::rope_forward;
+        fn(B, T, H, D, 0, tables.positions, cos_PD2, sin_PD2, in.data<bf16>(), out.data<bf16>(), cuda::stream());
+#endif
+      }))
+    return;
   with_cpu_float(in, "rope", [&](auto* tag) {
     using T_ = std::remove_pointer_t<decltype(tag)>;
     auto fn = inverse ? cpu::rope_backward<T_> : cpu::rope_forward<T_>;
-    fn(B, T, H, D, 0, tables.positions, tables.cos_PD2.template data<float>(), tables.sin_PD2.template data<float>(),
-       in.data<T_>(), out.data<T_>());
+    fn(B, T, H, D, 0, tables.positions, cos_PD2, sin_PD2, in.data<T_>(), out.data<T_>());
   });
 }
 

@@ -5,6 +5,12 @@
 #include "ops/cpu/adamw.h"
 #include "ops/cpu/elementwise.h"
 
+#if HYLO_WITH_CUDA
+#include "core/cuda/tensor_kernels.h"
+#include "kernels/adamw/adamw.h"
+#include "kernels/elementwise/elementwise.h"
+#endif
+
 namespace hylo {
 
 AdamW::AdamW(ParamList& params, AdamWOptions options, Device device)
@@ -33,15 +39,23 @@ void AdamW::load_masters(const std::vector<Tensor>& values_cpu) {
 }
 
 double AdamW::grad_norm() const {
-  std::vector<const float*> buffers;
+  std::vector<const void*> buffers;
   std::vector<int64_t> sizes;
   for (const Parameter& p : params_) {
     if (!p.var.has_grad()) continue;
-    HYLO_CHECK(device_ == Device::cpu, "optimizer: cuda grad norm not wired yet");
-    buffers.push_back(p.var.grad().data<float>());
+    buffers.push_back(p.var.grad().raw());
     sizes.push_back(p.var.grad().numel());
   }
-  return cpu::global_norm(int(buffers.size()), buffers.data(), sizes.data());
+  if (device_ == Device::cpu)
+    return cpu::global_norm(int(buffers.size()), reinterpret_cast<const float* const*>(buffers.data()), sizes.data());
+#if HYLO_WITH_CUDA
+  Tensor norm = Tensor::empty({1}, DType::f32, Device::cuda, "grad norm");
+  cuda::global_norm(int(buffers.size()), reinterpret_cast<const bf16* const*>(buffers.data()), sizes.data(),
+                    norm.data<float>(), cuda::stream());
+  return norm.to_vector<float>()[0];
+#else
+  HYLO_FAIL("optimizer: cuda device in a build without CUDA");
+#endif
 }
 
 void AdamW::step(double lr, double grad_scale) {
@@ -49,12 +63,28 @@ void AdamW::step(double lr, double grad_scale) {
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = params_[i];
     if (!p.var.has_grad()) continue;
-    const double decay = p.weight_decay ? options_.weight_decay : 0.0;
+    const float decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
     const Tensor& g = p.var.grad();
-    HYLO_CHECK(device_ == Device::cpu, "optimizer: cuda step not wired yet");
-    cpu::adamw_step<float>(g.numel(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(),
-                           g.data<float>(), float(lr), float(options_.beta1), float(options_.beta2),
-                           float(options_.eps), float(decay), step_, float(grad_scale));
+    if (device_ == Device::cpu) {
+      cpu::adamw_step<float>(g.numel(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+                             g.data<float>(), float(lr), float(options_.beta1), float(options_.beta2),
+                             float(options_.eps), decay, step_, float(grad_scale));
+      continue;
+    }
+#if HYLO_WITH_CUDA
+    cuda::AdamWStep hp;
+    hp.lr = float(lr);
+    hp.beta1 = float(options_.beta1);
+    hp.beta2 = float(options_.beta2);
+    hp.eps = float(options_.eps);
+    hp.weight_decay = decay;
+    hp.step = step_;
+    hp.grad_scale = float(grad_scale);
+    hp.param_index = uint32_t(i);
+    // The kernel writes the bf16 compute copy that the next forward reads, in the same pass.
+    cuda::adamw(g.numel(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<bf16>(),
+                p.var.mutable_value().data<bf16>(), hp, cuda::stream());
+#endif
   }
 }
 

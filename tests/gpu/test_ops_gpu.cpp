@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -49,6 +50,7 @@ struct OpCase {
   std::vector<Check> checks;      // one per output, same order as the runs return them
   std::function<Outputs()> cpu;   // float reference
   std::function<Outputs()> gpu;   // poisons, launches, downloads
+  bool big = false;               // skipped when HYLO_GPU_TEST_SMALL is set (compute-sanitizer runs)
 };
 
 constexpr double kBf16 = 1e-2, kF32 = 1e-5, kExact = 0.0;
@@ -108,12 +110,15 @@ OpCase gemm_case(bool ta, bool tb, int M, int N, int K, float alpha, float beta,
   return {name, {{"C", f32 ? 5e-5 : kBf16}},
           [=] {
             std::vector<float> C = C0->f;
-            if (ta) {  // transposed A: the full product (only used at small sizes)
+            auto rows_of_c = [&](int r0, int r1) {  // rows [r0, r1) of C need only rows [r0, r1) of A
+              cpu::gemm<float>(false, tb, r1 - r0, N, K, alpha, A->f.data() + size_t(r0) * K, B->f.data(), beta,
+                               C.data() + size_t(r0) * N);
+            };
+            if (ta || rows < 0) {
               cpu::gemm<float>(ta, tb, M, N, K, alpha, A->f.data(), B->f.data(), beta, C.data());
             } else {
-              for (int r : sample)
-                cpu::gemm<float>(false, tb, 1, N, K, alpha, A->f.data() + size_t(r) * K, B->f.data(), beta,
-                                 C.data() + size_t(r) * N);
+              rows_of_c(0, rows / 2);
+              rows_of_c(M - rows / 2, M);
             }
             return Outputs{pick(C)};
           },
@@ -175,31 +180,34 @@ OpCase embedding_case(int N, int V, int D) {
           }};
 }
 
-// ---- rmsnorm ----
-OpCase rmsnorm_case(int N, int D) {
+// ---- rmsnorm (unit_weight: w = dw = nullptr, the QK-norm form) ----
+OpCase rmsnorm_case(int N, int D, bool unit_weight = false) {
   auto x = std::make_shared<Input>(input(size_t(N) * D, 600 + D, 2.f));
   auto w = std::make_shared<Input>(input(D, 601 + D));
   auto dy = std::make_shared<Input>(input(size_t(N) * D, 602 + D));
   auto prior = std::make_shared<Input>(input(D, 603 + D));
   const float eps = 1e-5f;
-  return {"rmsnorm N=" + std::to_string(N) + " D=" + std::to_string(D),
-          {{"y", kBf16}, {"rstd", kF32}, {"dx", kBf16}, {"dw", kBf16}},
+  return {"rmsnorm N=" + std::to_string(N) + " D=" + std::to_string(D) + (unit_weight ? " unit weight" : ""),
+          {{"y", kBf16}, {"rstd", kF32}, {"dx", kBf16}, {"dw", unit_weight ? kExact : kBf16}},
           [=] {
             std::vector<float> y(size_t(N) * D), rstd(N), dx(size_t(N) * D), dw = prior->f;
-            cpu::rmsnorm_forward<float>(N, D, eps, x->f.data(), w->f.data(), y.data(), rstd.data());
-            cpu::rmsnorm_backward<float>(N, D, x->f.data(), w->f.data(), rstd.data(), dy->f.data(), dx.data(),
-                                         dw.data());
+            const float* wp = unit_weight ? nullptr : w->f.data();
+            cpu::rmsnorm_forward<float>(N, D, eps, x->f.data(), wp, y.data(), rstd.data());
+            cpu::rmsnorm_backward<float>(N, D, x->f.data(), wp, rstd.data(), dy->f.data(), dx.data(),
+                                         unit_weight ? nullptr : dw.data());
             return Outputs{y, rstd, dx, dw};
           },
           [=] {
             DeviceBuffer<bf16> xd(x->b), wd(w->b), y(size_t(N) * D), g(dy->b), dx(size_t(N) * D), dw(prior->b);
             DeviceBuffer<float> rstd(N);
+            const bf16* wp = unit_weight ? nullptr : wd.ptr;
             y.poison();
             rstd.poison();
             dx.poison();
-            cuda::rmsnorm_forward(N, D, eps, xd.ptr, wd.ptr, y.ptr, rstd.ptr, test_stream());
-            cuda::rmsnorm_backward(N, D, xd.ptr, wd.ptr, rstd.ptr, g.ptr, dx.ptr, dw.ptr, test_stream());
-            return Outputs{dl(y), dl(rstd), dl(dx), dl(dw)};
+            cuda::rmsnorm_forward(N, D, eps, xd.ptr, wp, y.ptr, rstd.ptr, test_stream());
+            cuda::rmsnorm_backward(N, D, xd.ptr, wp, rstd.ptr, g.ptr, dx.ptr, unit_weight ? nullptr : dw.ptr,
+                                   test_stream());
+            return Outputs{dl(y), dl(rstd), dl(dx), dl(dw)};  // unit weight: dw must stay the prior
           }};
 }
 
@@ -432,6 +440,7 @@ std::vector<OpCase> op_table() {
       t.push_back(gemm_case<bf16>(ta, tb, 128, 256, 64, 0.5f, 1.f));  // aligned, accumulating
     }
   t.push_back(gemm_case<bf16>(false, false, 4096, 4096, 1024, 1.f, 0.f, 256));
+  t.back().big = true;
   t.push_back(gemm_case<float>(true, false, 256, 384, 512, 1.f, 1.f));  // weight-gradient style, f32 accumulate
   t.push_back(gemm_case<float>(false, false, 129, 257, 63, 1.f, 0.f));
   t.push_back(gemm_batched_case(3, 64, 48, 40, false));
@@ -441,13 +450,16 @@ std::vector<OpCase> op_table() {
   t.push_back(rmsnorm_case(257, 1024));
   t.push_back(rmsnorm_case(3000, 512));  // more rows than backward blocks: several rows per block
   t.push_back(rmsnorm_case(7, 13));
+  t.push_back(rmsnorm_case(100, 64, true));
   t.push_back(rope_case(2, 67, 4, 64, 5));
   t.push_back(rope_case(1, 7, 3, 12, 0));
   t.push_back(swiglu_case(300, 256));
   t.push_back(swiglu_case(7, 5));
   t.push_back(cross_entropy_case(64, 50304, 50257));
+  t.back().big = true;
   t.push_back(cross_entropy_case(7, 11, 9));
   t.push_back(elementwise_case(1000003, 0));
+  t.back().big = true;
   t.push_back(elementwise_case(4099, 1));
   t.push_back(reduction_case(150));
   t.push_back(adamw_case(100003, false));
@@ -459,23 +471,34 @@ std::vector<OpCase> op_table() {
 
 TEST_CASE("op table: CUDA kernels match the CPU reference on bf16-rounded inputs") {
   std::printf("%-44s %-16s %12s %10s\n", "case", "output", "rel error", "bound");
-  for (const OpCase& c : op_table()) {
-    Outputs ref = c.cpu();
-    Outputs got = c.gpu();
-    REQUIRE(ref.size() == c.checks.size());
-    REQUIRE(got.size() == c.checks.size());
-    for (size_t i = 0; i < c.checks.size(); ++i) {
-      double err = relative_error(got[i], ref[i]);
-      bool ok = err <= c.checks[i].bound;
-      std::printf("%-44s %-16s %12.3e %10.1e%s\n", c.name.c_str(), c.checks[i].output.c_str(), err,
-                  c.checks[i].bound, ok ? "" : "  FAIL");
-      INFO(c.name << " / " << c.checks[i].output << ": relative error " << err << " > " << c.checks[i].bound);
-      CHECK(ok);
+  const bool small_only = std::getenv("HYLO_GPU_TEST_SMALL") != nullptr;
+  auto run_table = [&](bool gemm_only) {
+    for (const OpCase& c : op_table()) {
+      if ((small_only && c.big) || (gemm_only && c.name.rfind("gemm", 0) != 0)) continue;
+      Outputs ref = c.cpu();
+      Outputs got = c.gpu();
+      REQUIRE(ref.size() == c.checks.size());
+      REQUIRE(got.size() == c.checks.size());
+      for (size_t i = 0; i < c.checks.size(); ++i) {
+        double err = relative_error(got[i], ref[i]);
+        bool ok = err <= c.checks[i].bound;
+        std::printf("%-44s %-16s %12.3e %10.1e%s\n", (c.name + (gemm_only ? " [GemmEx]" : "")).c_str(),
+                    c.checks[i].output.c_str(), err, c.checks[i].bound, ok ? "" : "  FAIL");
+        INFO(c.name << " / " << c.checks[i].output << ": relative error " << err << " > " << c.checks[i].bound);
+        CHECK(ok);
+      }
     }
-  }
+  };
+  run_table(false);
   cuda::GemmStats stats = cuda::gemm_stats();
-  std::printf("gemm paths: %llu cuBLASLt calls, %llu cublasGemmEx fallbacks, %llu plans\n",
-              (unsigned long long)stats.lt_calls, (unsigned long long)stats.fallback_calls,
-              (unsigned long long)stats.plans);
   CHECK(stats.lt_calls > 0);  // the aligned shapes must take the cuBLASLt path
+  // Every gemm case again through the cublasGemmEx fallback.
+  cuda::gemm_force_fallback(true);
+  run_table(true);
+  cuda::gemm_force_fallback(false);
+  cuda::GemmStats after = cuda::gemm_stats();
+  CHECK(after.fallback_calls > stats.fallback_calls);
+  std::printf("gemm paths: %llu cuBLASLt calls, %llu cublasGemmEx calls, %llu plans\n",
+              (unsigned long long)after.lt_calls, (unsigned long long)after.fallback_calls,
+              (unsigned long long)after.plans);
 }

@@ -176,6 +176,27 @@ TEST_CASE("adamw: stochastic rounding of the bf16 copy is reproduced bit for bit
   CHECK(rounded_up < inexact * 3 / 4);
 }
 
+TEST_CASE("embedding: an invalid id yields a NaN row forward and no gradient backward") {
+  const int N = 4, V = 5, D = 16;
+  std::vector<int32_t> ids = {1, -1, 5, 1};  // -1 and V are invalid
+  DeviceBuffer<int32_t> id(ids);
+  auto table_h = to_bf16(random_floats(size_t(V) * D, 30));
+  DeviceBuffer<bf16> table(table_h), out(size_t(N) * D), dtable(size_t(V) * D);
+  DeviceBuffer<bf16> dout(to_bf16(std::vector<float>(size_t(N) * D, 1.f)));
+  CUDA_OK(cudaMemset(dtable.ptr, 0, size_t(V) * D * 2));
+  cuda::embedding_forward(N, V, D, id.ptr, table.ptr, out.ptr, nullptr);
+  cuda::embedding_backward(N, V, D, id.ptr, dout.ptr, dtable.ptr, nullptr);
+  auto o = to_float(out.download());
+  auto dt = to_float(dtable.download());
+  for (int d = 0; d < D; ++d) {
+    CHECK(o[0 * D + d] == bf16_to_float(table_h[1 * D + d]));
+    CHECK(std::isnan(o[1 * D + d]));
+    CHECK(std::isnan(o[2 * D + d]));
+    CHECK(dt[1 * D + d] == 2.f);  // the two valid rows of id 1
+    for (int v : {0, 2, 3, 4}) CHECK(dt[v * D + d] == 0.f);
+  }
+}
+
 TEST_CASE("errors: CUDA failures and bad arguments name the call site") {
   DeviceBuffer<float> buf(4);
   try {

@@ -23,14 +23,14 @@ namespace hylo::cuda {
 #define HYLO_CUDA_CHECK(call)                                                             \
   do {                                                                                    \
     cudaError_t hylo_cuda_err_ = (call);                                                  \
-    if (hylo_cuda_err_ != cudaSuccess) [[unlikely]]                                       \
+    if (hylo_cuda_err_ != cudaSuccess)                                                    \
       ::hylo::cuda::throw_cuda_error(hylo_cuda_err_, #call, __FILE__, __LINE__);          \
   } while (0)
 
 #define HYLO_CUBLAS_CHECK(call)                                                           \
   do {                                                                                    \
     int hylo_cublas_status_ = static_cast<int>(call);                                     \
-    if (hylo_cublas_status_ != 0) [[unlikely]]                                            \
+    if (hylo_cublas_status_ != 0)                                                         \
       ::hylo::cuda::throw_cublas_error(hylo_cublas_status_, #call, __FILE__, __LINE__);   \
   } while (0)
 
@@ -39,7 +39,7 @@ namespace hylo::cuda {
 #define HYLO_CUDA_LAUNCH_CHECK(kernel_name)                                               \
   do {                                                                                    \
     cudaError_t hylo_cuda_err_ = cudaGetLastError();                                      \
-    if (hylo_cuda_err_ != cudaSuccess) [[unlikely]]                                       \
+    if (hylo_cuda_err_ != cudaSuccess)                                                    \
       ::hylo::cuda::throw_cuda_error(hylo_cuda_err_, "launch of " kernel_name, __FILE__,  \
                                      __LINE__);                                           \
   } while (0)
@@ -47,6 +47,6 @@ namespace hylo::cuda {
 // HYLO_CUDA_REQUIRE(cond, "printf format", args...): argument checks in host code of .cu files.
 #define HYLO_CUDA_REQUIRE(cond, ...)                                                      \
   do {                                                                                    \
-    if (!(cond)) [[unlikely]]                                                             \
+    if (!(cond))                                                                          \
       ::hylo::cuda::throw_invalid_argument(__FILE__, __LINE__, __VA_ARGS__);              \
   } while (0)
