@@ -4,10 +4,11 @@
 # libraries they need that are not part of the C runtime or the CUDA toolkit found there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHYLO_CUDA=ON -DHYLO_MPI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build-gpu -j"$(nproc)" --target hylo hylo_gpu_tests
+build=${HYLO_BUILD_DIR:-build-gpu}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHYLO_CUDA=ON -DHYLO_CUDA_ARCH=90 >/dev/null
+cmake --build "$build" -j"$(nproc)" --target hylo hylo_gpu_tests
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib
-cp build-gpu/hylo build-gpu/tests/hylo_gpu_tests .devbundle/bin/
+cp "$build"/hylo "$build"/tests/hylo_gpu_tests .devbundle/bin/
 for exe in .devbundle/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |

@@ -3,10 +3,12 @@
 // that filling gigabytes costs no host time.
 #include "cli/bench_attention.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -106,6 +108,8 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
+#if HYLO_WITH_CUDA
+
 AttnMask make_mask(const std::string& kind, const BenchOptions& o) {
   if (kind == "swa") return AttnMask{MaskKind::swa, o.window, 0, 0};
   if (kind == "pbb") return AttnMask{MaskKind::pbb, 0, o.block, o.bridge};
@@ -124,8 +128,6 @@ int64_t visited_pairs(const AttnMask& mask, int T) {
   for (int t = 0; t < T; ++t) pairs += t - mask.lowest_key(t) + 1;
   return pairs;
 }
-
-#if HYLO_WITH_CUDA
 
 void cuda_ok(cudaError_t err, const char* what) {
   HYLO_CHECK(err == cudaSuccess, "bench attention: {}: {}", what, cudaGetErrorString(err));
@@ -231,10 +233,11 @@ void write_json(const std::string& path, const BenchOptions& o, const std::strin
   std::FILE* f = std::fopen(path.c_str(), "w");
   HYLO_CHECK(f != nullptr, "bench attention: cannot write --json {}", path);
   std::string s = fmt::format(
-      "{{\n  \"bench\": \"attention\",\n  \"device\": \"{}\",\n  \"settings\": {{\"B\": {}, \"H\": {}, \"Hkv\": {}, "
+      "{{\n  \"bench\": \"attention\",\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": \"{}\",\n  \"settings\": {{\"B\": {}, \"H\": {}, \"Hkv\": {}, "
       "\"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", \"flops\": \"fwd = 4*B*H*D*visited_pairs; "
       "fwd+bwd = 3.5*fwd; dense = same with T*T pairs\"}},\n  \"rows\": [\n",
-      device, o.B, o.H, o.Hkv, o.iters, o.warmup);
+      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())), device, o.B, o.H, o.Hkv,
+      o.iters, o.warmup);
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
     s += fmt::format(

@@ -14,13 +14,15 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   params CONFIG [--set key=value]...
   data prepare|encode|decode|inspect ...
   bench attention [--kind pbb|swa|full ...]
+  bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
 )";
 
 int run_bench(const hylo::Args& args) {
-  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention)");
+  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention or train)");
   hylo::Args rest(args.begin() + 1, args.end());
   if (args[0] == "attention") return hylo::run_bench_attention(rest);
-  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention)", args[0]);
+  if (args[0] == "train") return hylo::run_bench_train(rest);
+  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention or train)", args[0]);
 }
 
 }  // namespace

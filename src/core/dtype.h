@@ -1,11 +1,9 @@
 // Element types and devices. bf16 is stored as its raw 16 bits on the host; conversions round to
-// nearest even, matching CUDA's __float2bfloat16_rn.
+// nearest even, matching CUDA's __float2bfloat16_rn. Free of fmt, so .cu files may include it.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <string_view>
-
-#include "core/error.h"
 
 namespace hylo {
 

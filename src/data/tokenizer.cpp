@@ -543,10 +543,12 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_ordinary_batch(std::span<con
     try {
       PatternMatcher matcher(impl_->pattern.get(), impl_->jit);
       PieceCache cache;  // shared across this thread's documents: vocabulary repeats across them
+      std::vector<int32_t> ids;  // filled here, not in result[d]: neighbouring vectors share cache lines
       for (size_t k; (k = next_document.fetch_add(1)) < documents.size();) {
         const size_t d = order[k];
-        result[d].reserve(documents[d].size() / 3);
-        encode_plain(*impl_, documents[d], matcher, cache, result[d]);
+        ids.clear();
+        encode_plain(*impl_, documents[d], matcher, cache, ids);
+        result[d].assign(ids.begin(), ids.end());
       }
     } catch (...) {
       errors[size_t(t)] = std::current_exception();

@@ -17,6 +17,10 @@
 #include "train/schedule.h"
 #include "train/step_batch.h"
 
+#if HYLO_WITH_CUDA
+#include "core/cuda/allocator.h"
+#endif
+
 namespace hylo {
 
 namespace fs = std::filesystem;
@@ -51,6 +55,7 @@ class Trainer {
   double train_step(int64_t step, double lr);
   void save(int64_t step);
   void restore(const std::string& path);
+  void report_memory();
 
   Config config_;
   Device device_;
@@ -192,7 +197,20 @@ int Trainer::run() {
       break;
     }
   }
+  report_memory();
   return 0;
+}
+
+void Trainer::report_memory() {
+#if HYLO_WITH_CUDA
+  if (device_ != Device::cuda) return;
+  const cuda::AllocatorStats stats = cuda::allocator_stats();
+  std::string by_category;
+  for (const auto& [what, bytes] : stats.peak_by_category)
+    if (bytes >= (1u << 20)) by_category += fmt::format(", {} {:.2f}", what, double(bytes) / (1ull << 30));
+  log_line(metrics_.get(), fmt::format("peak device memory {:.2f} GiB (by category at their own peaks, GiB{})",
+                                       double(stats.peak_bytes) / (1ull << 30), by_category));
+#endif
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // before every run (so an unwritten element shows up as NaN), and the relative-error metric of
 // METHOD.md: ||out - ref|| / ||ref||.
 #pragma once
-#include <cuda_runtime_api.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc overload lives here, not in cuda_runtime_api.h
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -47,7 +47,7 @@ static void with_float_type(DType dtype, F&& f) {
     case DType::f32: return f((float*)nullptr);
     case DType::f64: return f((double*)nullptr);
     case DType::bf16: return f((__nv_bfloat16*)nullptr);
-    default: HYLO_FAIL("cuda tensor primitive: unsupported dtype {}", dtype_name(dtype));
+    default: HYLO_CUDA_REQUIRE(false, "cuda tensor primitive: unsupported dtype %s", dtype_name(dtype).data());
   }
 }
 
@@ -61,7 +61,7 @@ void fill(void* dst, DType dtype, int64_t n, double value) {
     using T = std::remove_pointer_t<decltype(tag)>;
     fill_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<T*>(dst), n, value);
   });
-  HYLO_CUDA_CHECK(cudaGetLastError());
+  HYLO_CUDA_LAUNCH_CHECK("tensor primitive");
 }
 
 void add(void* dst, const void* src, DType dtype, int64_t n, double alpha) {
@@ -70,7 +70,7 @@ void add(void* dst, const void* src, DType dtype, int64_t n, double alpha) {
     using T = std::remove_pointer_t<decltype(tag)>;
     add_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<T*>(dst), static_cast<const T*>(src), n, alpha);
   });
-  HYLO_CUDA_CHECK(cudaGetLastError());
+  HYLO_CUDA_LAUNCH_CHECK("tensor primitive");
 }
 
 void cast(const void* src, DType from, void* dst, DType to, int64_t n) {
@@ -82,7 +82,7 @@ void cast(const void* src, DType from, void* dst, DType to, int64_t n) {
       cast_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const F*>(src), static_cast<T*>(dst), n);
     });
   });
-  HYLO_CUDA_CHECK(cudaGetLastError());
+  HYLO_CUDA_LAUNCH_CHECK("tensor primitive");
 }
 
 }  // namespace hylo::cuda
