@@ -11,6 +11,6 @@ rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib
 cp "$build"/hylo "$build"/tests/hylo_gpu_tests .devbundle/bin/
 for exe in .devbundle/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}'
-done | sort -u | grep -v -E '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
+done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" .devbundle/lib/; done
 du -sh .devbundle

@@ -17,4 +17,4 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && grep -q 
 fi
 build/hylo train configs/tiny.yaml --device "$device" --run-dir runs/tiny --overwrite "$@"
 build/hylo eval runs/tiny
-python3 scripts/plot_loss.py runs/tiny --out runs/tiny/loss.png
+scripts/plot_loss.py runs/tiny --out runs/tiny/loss.png

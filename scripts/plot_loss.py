@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plots training loss (and validation loss when present) of one or more runs from metrics.jsonl."""
 import argparse
 import json

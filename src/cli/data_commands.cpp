@@ -130,7 +130,12 @@ std::vector<Document> read_documents(const std::string& raw_dir, const std::vect
       if (entry.is_regular_file() && !entry.path().filename().string().starts_with(".")) files.push_back(entry.path());
     std::sort(files.begin(), files.end());
     HYLO_CHECK(!files.empty(), "{}: holds no documents (run scripts/fetch_data.sh)", dir.string());
-    for (const auto& file : files) documents.push_back({s, file.filename().string(), read_file_text(file)});
+    for (const auto& file : files) {
+      documents.push_back({s, file.filename().string(), read_file_text(file)});
+      size_t bad = first_invalid_utf8(documents.back().text);
+      HYLO_CHECK(bad == std::string::npos, "{}: not valid UTF-8 (byte {}); documents must be UTF-8", file.string(),
+                 bad);
+    }
   }
   return documents;
 }
@@ -240,12 +245,7 @@ std::vector<SourceSummary> prepare_tokens(const PrepareOptions& options) {
   std::vector<std::string> texts;
   texts.reserve(documents.size());
   for (auto& d : documents) texts.push_back(std::move(d.text));
-  std::vector<std::vector<int32_t>> ids;
-  try {
-    ids = tokenizer.encode_ordinary_batch(texts, options.threads);
-  } catch (const Error& e) {
-    HYLO_FAIL("{}: {}", options.raw_dir, e.what());  // names the document index; files are sorted per source
-  }
+  const auto ids = tokenizer.encode_ordinary_batch(texts, options.threads);
   assign_splits(documents, ids, sources.size(), options.val_fraction, options.seed, sources);
 
   std::vector<SourceSummary> summary(sources.size());

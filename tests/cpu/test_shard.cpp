@@ -207,4 +207,12 @@ TEST_CASE("data prepare: whole-document split, separators and determinism") {
   CHECK_THROWS_WITH_AS(prepare_tokens(options), has("did you mean 'gutenberg'"), hylo::Error);
   options.sources = "brown";
   CHECK_THROWS_WITH_AS(prepare_tokens(options), has("brown: missing or incomplete"), hylo::Error);
+
+  // A document that is not UTF-8 is named, and the shards already written stay as they were.
+  const auto bad_file = dir.path / "raw" / "sotu" / "doc999.txt";
+  std::ofstream(bad_file, std::ios::binary) << "Latin-1 caf\xe9\n";
+  options.sources = "gutenberg,sotu";
+  const uint32_t train_crc = ShardReader(dir.file("tokens/train.bin")).header().payload_crc;
+  CHECK_THROWS_WITH_AS(prepare_tokens(options), has(bad_file.string() + ": not valid UTF-8 (byte 11)"), hylo::Error);
+  CHECK(ShardReader(dir.file("tokens/train.bin")).header().payload_crc == train_crc);
 }
