@@ -39,15 +39,19 @@ Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
     b.attn.rope_theta = kind.rope_theta;
     b.attn.nope = kind.nope;
     b.ffn_norm = make_parameter(params_, p + "ffn_norm", {D}, 0.0, false, seed);
-    b.ffn.w_in_2FD = make_parameter(params_, p + "ffn.w_in", {2 * F, D}, std, true, seed);
-    b.ffn.w_out_DF = make_parameter(params_, p + "ffn.w_out", {D, F}, out_std, true, seed);
+    if (c.layer_is_moe(l)) {
+      b.moe = std::make_unique<MoeFeedForward>(params_, l, c, seed);
+    } else {
+      b.ffn.w_in_2FD = make_parameter(params_, p + "ffn.w_in", {2 * F, D}, std, true, seed);
+      b.ffn.w_out_DF = make_parameter(params_, p + "ffn.w_out", {D, F}, out_std, true, seed);
+    }
     blocks_.push_back(std::move(b));
   }
   final_norm = make_parameter(params_, "final_norm", {D}, 0.0, false, seed);
   head_VD = c.tie_embeddings ? embed_VD : make_parameter(params_, "head", {c.vocab_size, D}, std, true, seed);
 }
 
-Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T) const {
+Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T, std::vector<Var>* aux) const {
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim(), H = c.n_heads, Hkv = c.kv_heads();
   const double eps = c.norm_eps;
@@ -65,23 +69,59 @@ Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T) co
     k = rope(k, b.attn.rope_theta);
   }
   Var a = reshape(attention(q, k, v, b.attn.mask), {int64_t(B) * T, H * hd});
-  Var x = add(x_ND, linear(a, b.attn.wo_DQ));
+  Var x = residual_add(x_ND, linear(a, b.attn.wo_DQ));
 
   Var g = rmsnorm(x, b.ffn_norm, eps);
-  return add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
+  if (b.moe) {
+    Var layer_aux;
+    Var y = b.moe->forward(g, aux ? &layer_aux : nullptr);
+    if (aux && layer_aux.defined()) aux->push_back(layer_aux);
+    return add(x, y);
+  }
+  return residual_add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
 }
 
-Var Transformer::forward(const Tensor& ids_BT) const {
+Var Transformer::forward(const Tensor& ids_BT) const { return linear(hidden_states(ids_BT, nullptr), head_VD); }
+
+Var Transformer::hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const {
   HYLO_CHECK(ids_BT.dim() == 2 && ids_BT.dtype() == DType::i32, "forward: ids must be (B, T) int32, got {} {}",
              dtype_name(ids_BT.dtype()), shape_str(ids_BT.shape()));
   const int B = int(ids_BT.size(0)), T = int(ids_BT.size(1));
   Var x = embedding(ids_BT.view({-1}), embed_VD);
-  for (const Block& b : blocks_) x = block_forward(b, x, B, T);
-  return linear(rmsnorm(x, final_norm, config_.norm_eps), head_VD);
+  for (const Block& b : blocks_) x = block_forward(b, x, B, T, aux);
+  return rmsnorm(x, final_norm, config_.norm_eps);
 }
 
 Var Transformer::loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const {
-  return cross_entropy(forward(inputs_BT), targets_N, vocab_valid);
+  std::vector<Var> aux;
+  Var hidden = hidden_states(inputs_BT, grad_enabled() ? &aux : nullptr);
+  Var total = lm_head_cross_entropy(hidden, head_VD, targets_N, vocab_valid);
+  for (const Var& a : aux) total = add(total, a);
+  return total;
+}
+
+std::vector<MoeLayerStats> Transformer::moe_stats() const {
+  std::vector<MoeLayerStats> stats;
+  for (const Block& b : blocks_)
+    if (b.moe) stats.push_back(b.moe->stats());
+  return stats;
+}
+
+std::vector<NamedBufferRef> Transformer::buffers() {
+  std::vector<NamedBufferRef> refs;
+  for (Block& b : blocks_)
+    if (b.moe) refs.push_back({b.moe->bias_name(), b.moe->router_bias()});
+  return refs;
+}
+
+void Transformer::update_router_biases() {
+  for (Block& b : blocks_)
+    if (b.moe) b.moe->update_router_bias();
+}
+
+void Transformer::discard_router_load() {
+  for (Block& b : blocks_)
+    if (b.moe) b.moe->discard_router_load();
 }
 
 }  // namespace hylo

@@ -1,6 +1,7 @@
 // Pre-norm decoder of SPEC §2: embedding -> N blocks -> RMSNorm -> LM head (tied by default).
 // Block = x + Attn(RMSNorm(x)); x + FFN(RMSNorm(x)). Layer kinds come from the pattern string
-// ('L' local: pbb/swa/full per config, 'G' global), repeated to the depth.
+// ('L' local: pbb/swa/full per config, 'G' global), repeated to the depth. Layers with
+// config.layer_is_moe(l) use a mixture-of-experts FFN (nn/moe.h) instead of the dense SwiGLU.
 //
 // Shape legend: B batch, T time, N = B*T, D d_model, H heads, Hkv kv heads, hd head dim,
 // F ffn hidden, V vocab.
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "nn/model_config.h"
+#include "nn/moe.h"
 #include "nn/parameter.h"
 #include "ops/mask.h"
 
@@ -31,7 +33,8 @@ struct FeedForward {
 struct Block {
   Var attn_norm, ffn_norm;
   AttentionLayer attn;
-  FeedForward ffn;
+  FeedForward ffn;                      // dense layers
+  std::unique_ptr<MoeFeedForward> moe;  // MoE layers (heap: buffers() hands out stable references)
 };
 
 class Transformer {
@@ -41,14 +44,29 @@ class Transformer {
   // ids_BT (B, T) int32 -> logits (B*T, V)
   Var forward(const Tensor& ids_BT) const;
   // Mean next-token cross-entropy; inputs (B, T) and targets (B*T) int32 on the model's device.
+  // Under grad mode (training) the MoE aux losses are added, so backward() covers them; without
+  // grad (evaluation) it is the pure cross-entropy, comparable with dense models' val_loss.
   Var loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const;
+
+  // MoE bookkeeping; all empty / no-ops for a dense model.
+  // Per MoE layer, what its last forward pass saw (loads, dropped assignments, aux loss).
+  std::vector<MoeLayerStats> moe_stats() const;
+  // Non-trained state that checkpoints must carry: the router biases (f32, CPU), in layer order.
+  std::vector<NamedBufferRef> buffers();
+  // After each applied optimizer step: bias_i += rate * sign(mean load - load_i) over the loads of
+  // every training forward since the last call (all micro-batches). No-op when bias_update_rate == 0.
+  void update_router_biases();
+  // After a skipped step: forget the tallied loads without moving the biases.
+  void discard_router_load();
 
   const ModelConfig& config() const { return config_; }
   ParamList& parameters() { return params_; }
   const ParamList& parameters() const { return params_; }
 
  private:
-  Var block_forward(const Block& block, const Var& x_ND, int B, int T) const;
+  // The final-normed hidden states (B*T, D); aux (optional) collects the MoE aux losses.
+  Var hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const;
+  Var block_forward(const Block& block, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
 
   ModelConfig config_;
   ParamList params_;

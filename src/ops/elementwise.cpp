@@ -1,4 +1,4 @@
-// add, scale, reshape.
+// add, residual_add, scale, reshape.
 #include "ops/dispatch.h"
 #include "ops/ops.h"
 
@@ -11,6 +11,18 @@ Var add(const Var& a, const Var& b) {
   out.add_(b.value());
   return Var::from_op(out, {a, b}, [](const Tensor& g, std::vector<Var>& in) {
     // Each input gets its own buffer: gradients adopted by two Vars must not alias.
+    if (in[0].requires_grad()) in[0].accumulate_grad(in[1].requires_grad() ? g.clone() : g);
+    if (in[1].requires_grad()) in[1].accumulate_grad(g);
+  });
+}
+
+Var residual_add(const Var& x, const Var& branch) {
+  check_same_device("residual_add", x.value(), branch.value());
+  HYLO_CHECK(x.shape() == branch.shape(), "residual_add: shapes {} and {}", shape_str(x.shape()),
+             shape_str(branch.shape()));
+  Tensor out = branch.value();  // shares the branch's storage: see ops.h
+  out.add_(x.value());
+  return Var::from_op(out, {x, branch}, [](const Tensor& g, std::vector<Var>& in) {
     if (in[0].requires_grad()) in[0].accumulate_grad(in[1].requires_grad() ? g.clone() : g);
     if (in[1].requires_grad()) in[1].accumulate_grad(g);
   });

@@ -15,16 +15,22 @@ Var linear(const Var& x, const Var& w);
 Var embedding(const Tensor& ids, const Var& table);
 // x (N, D) * rstd(row) * w (D)
 Var rmsnorm(const Var& x, const Var& w, double eps);
-// Rotates x (B, T, H, hd) by position t (half-split pairs), theta per layer kind.
+// Rotates x (B, T, H, hd) by position t (half-split pairs), theta per layer kind, in x's own
+// buffer: its input (a projection's output) is read by no backward.
 Var rope(const Var& x, double theta);
 // gate_up (N, 2F) -> silu(gate) * up (N, F)
 Var swiglu(const Var& gate_up);
 // q (B,T,H,hd), k/v (B,T,Hkv,hd) -> (B,T,H,hd)
 Var attention(const Var& q, const Var& k, const Var& v, const AttnMask& mask);
-// Mean token cross-entropy of logits (N, V) over targets (N) int32 (-1 = ignored); columns
-// >= v_valid (vocab padding) are excluded from the softmax.
-Var cross_entropy(const Var& logits, const Tensor& targets, int v_valid);
+// Mean token cross-entropy of logits = h (N, D) @ w (V, D)^T over targets (N) int32 (-1 =
+// ignored); vocabulary rows >= v_valid (padding) are excluded from the softmax. The logits are
+// never materialised whole: chunks of rows are projected, scored and differentiated in turn.
+// chunk_rows = 0 sizes chunks to ~512 MiB of logits.
+Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int v_valid, int64_t chunk_rows = 0);
 Var add(const Var& a, const Var& b);
+// x + branch, written into branch's buffer: the branch output (a linear's output in the residual
+// stream) is not read by any backward, so the residual sum needs no buffer of its own.
+Var residual_add(const Var& x, const Var& branch);
 Var scale(const Var& x, double factor);
 Var reshape(const Var& x, const Shape& shape);
 

@@ -60,10 +60,10 @@ Var rope(const Var& x, double theta) {
   const Tensor& X = x.value();
   check_contiguous("rope", X);
   HYLO_CHECK(X.dim() == 4 && X.size(3) % 2 == 0, "rope: x {} must be (B, T, H, even head_dim)", shape_str(X.shape()));
-  Tensor Y = Tensor::empty(X.shape(), X.dtype(), X.device(), "rope output");
+  Tensor Y = X;  // in place: see ops.h
   rope_apply(X, Y, theta, false);
   return Var::from_op(Y, {x}, [theta](const Tensor& dY, std::vector<Var>& in) {
-    Tensor dX = Tensor::empty(dY.shape(), dY.dtype(), dY.device(), "rope grad");
+    Tensor dX = dY;  // the incoming gradient is this op's alone: rotate it in place
     rope_apply(dY, dX, theta, true);
     in[0].accumulate_grad(dX);
   });

@@ -480,6 +480,8 @@ void validate(const Config& c) {
     ck.at_least("model.moe.expert_hidden", m.moe.expert_hidden, 0);
     ck.at_least("model.moe.shared_experts", m.moe.shared_experts, 0);
     ck.at_least("model.moe.every", m.moe.every, 1);
+    ck.need(m.moe.every <= m.n_layers, "model.moe.every={} > model.n_layers={}: no layer would be MoE", m.moe.every,
+            m.n_layers);
     ck.one_of("model.moe.router", m.moe.router, {"softmax", "sigmoid"});
     ck.non_negative("model.moe.aux_loss_coef", m.moe.aux_loss_coef);
     ck.non_negative("model.moe.bias_update_rate", m.moe.bias_update_rate);

@@ -1,6 +1,7 @@
 // Parameter and FLOP accounting shared by `hylo params`, progress lines and benchmarks.
 //
-// Training FLOPs per token = 6 * (matmul parameters touched per token, LM head included)
+// Training FLOPs per token = 6 * (matmul parameters touched per token, LM head included; in MoE
+//                               layers the router, top_k routed experts and the shared experts)
 //                          + 12 * sum over layers of (H * hd * mean visited keys per query),
 // i.e. forward 2 FLOPs per multiply-add, backward twice the forward. MFU divides achieved
 // FLOP/s by the device's dense bf16 peak.
@@ -20,7 +21,9 @@ struct ParamCount {
   int64_t active = 0;  // per token (MoE: routed experts only)
 };
 
-// By component, then a final "total" row.
+// By component, then a final "total" row. Components: embedding, attention, ffn (dense layers),
+// moe_router, moe_experts (active = top_k of E), moe_shared, norms, lm_head (untied only); rows
+// that would be zero are left out.
 std::vector<ParamCount> count_parameters(const ModelConfig& config);
 // Mean number of keys a query attends over a sequence of length T.
 double mean_visited_keys(const AttnMask& mask, int64_t T);

@@ -1,0 +1,362 @@
+// `hylo bench decode`. Timing: CUDA events around each step's kernels (decode + split-KV combine),
+// warm-up first, then a GPU-side delay while all timed steps are queued (else small steps are timed
+// at the host's launch rate), median per setting. The caches are cold as in a real model (other layers' weights
+// pass through L2 between one layer's steps): each cache is allocated in several copies, and
+// consecutive timed steps rotate through them so that the live bytes of the rotation exceed 4x
+// the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
+// timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
+#include "cli/bench_decode.h"
+
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "nn/kv_cache.h"
+#include "ops/cpu/decode_attention.h"
+
+#if HYLO_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/dtype.h"
+#include "core/rng.h"
+#include "kernels/decode/decode.h"
+#endif
+
+namespace hylo {
+namespace {
+
+constexpr double kHbmBytesPerS = 4.3e12;  // device-to-device copy rate measured on the H200 here (KINDS.md)
+
+struct DecodeOptions {
+  std::vector<int> batches{16, 64}, hds{64, 128};
+  int block = 512, bridge = 128, window = 512;
+  int H = 16, Hkv = -1;  // Hkv -1: same as H
+  int iters = 10, warmup = 2;
+  std::string json;
+};
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = std::min(s.find(',', start), s.size());
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int parse_int(const std::string& flag, const std::string& text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
+             "bench decode: {} needs a positive integer, got '{}'", flag, text);
+  return value;
+}
+
+DecodeOptions parse_options(const std::vector<std::string>& args) {
+  DecodeOptions o;
+  for (size_t i = 0; i < args.size(); i += 2) {
+    const std::string& flag = args[i];
+    HYLO_CHECK(i + 1 < args.size(), "bench decode: {} needs a value", flag);
+    const std::string& value = args[i + 1];
+    auto ints = [&] {
+      std::vector<int> v;
+      for (const auto& s : split_commas(value)) v.push_back(parse_int(flag, s));
+      HYLO_CHECK(!v.empty(), "bench decode: {} needs a value", flag);
+      return v;
+    };
+    if (flag == "--batch") o.batches = ints();
+    else if (flag == "--hd") o.hds = ints();
+    else if (flag == "--block") o.block = parse_int(flag, value);
+    else if (flag == "--bridge") o.bridge = parse_int(flag, value);
+    else if (flag == "--window") o.window = parse_int(flag, value);
+    else if (flag == "--H") o.H = parse_int(flag, value);
+    else if (flag == "--Hkv") o.Hkv = parse_int(flag, value);
+    else if (flag == "--iters") o.iters = parse_int(flag, value);
+    else if (flag == "--warmup") o.warmup = parse_int(flag, value);
+    else if (flag == "--json") o.json = value;
+    else
+      HYLO_FAIL("bench decode: unknown flag '{}' (see --batch --hd --block --bridge --window --H --Hkv --iters "
+                "--warmup --json)",
+                flag);
+  }
+  if (o.Hkv < 0) o.Hkv = o.H;
+  HYLO_CHECK(o.H % o.Hkv == 0, "bench decode: --H {} is not a multiple of --Hkv {}", o.H, o.Hkv);
+  HYLO_CHECK(o.bridge <= o.block, "bench decode: --bridge {} exceeds --block {}", o.bridge, o.block);
+  return o;
+}
+
+#if HYLO_WITH_CUDA
+
+void cuda_ok(cudaError_t err, const char* what) {
+  HYLO_CHECK(err == cudaSuccess, "bench decode: {}: {}", what, cudaGetErrorString(err));
+}
+
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  DeviceArray(size_t n, const char* what) {
+    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T));
+    HYLO_CHECK(err == cudaSuccess, "bench decode: allocating {} ({} MiB): {}; try a smaller --batch", what,
+               n * sizeof(T) >> 20, cudaGetErrorString(err));
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+// `copies` copies of one layer's k and v cache (B, Hkv, S, D), random bf16.
+struct CacheCopies {
+  DecodeShape shape;
+  int copies;
+  size_t elems;  // per tensor per copy
+  DeviceArray<bf16> k, v;
+  CacheCopies(const DecodeShape& s, int n, const std::vector<bf16>& pattern)
+      : shape(s), copies(n), elems(size_t(s.B) * s.Hkv * s.slots * s.D), k(elems * n, "k cache"),
+        v(elems * n, "v cache") {
+    for (bf16* dst : {k.ptr, v.ptr}) {
+      for (size_t done = 0; done < elems;) {  // copy 0 from the host pattern, tiled
+        const size_t start = (done + (dst == v.ptr ? 333331 : 0)) % pattern.size();
+        const size_t count = std::min(elems - done, pattern.size() - start);
+        cuda_ok(cudaMemcpy(dst + done, pattern.data() + start, count * sizeof(bf16), cudaMemcpyHostToDevice), "fill");
+        done += count;
+      }
+      for (int i = 1; i < n; ++i)
+        cuda_ok(cudaMemcpy(dst + i * elems, dst, elems * sizeof(bf16), cudaMemcpyDeviceToDevice), "fill copies");
+    }
+  }
+  bf16* k_at(int i) const { return k.ptr + size_t(i % copies) * elems; }
+  bf16* v_at(int i) const { return v.ptr + size_t(i % copies) * elems; }
+  size_t allocated_bytes() const { return 2 * elems * sizeof(bf16); }
+};
+
+// Copies needed so that rotating through them reads 4x the L2 size of live bytes.
+int rotation_copies(size_t min_live_bytes, size_t l2_bytes) {
+  return int(std::clamp<size_t>((4 * l2_bytes + min_live_bytes - 1) / std::max<size_t>(min_live_bytes, 1), 1, 256));
+}
+
+struct Timer {
+  std::vector<cudaEvent_t> start, stop;
+  explicit Timer(int n) : start(n), stop(n) {
+    for (int i = 0; i < n; ++i) {
+      cuda_ok(cudaEventCreate(&start[i]), "event");
+      cuda_ok(cudaEventCreate(&stop[i]), "event");
+    }
+  }
+  ~Timer() {
+    for (size_t i = 0; i < start.size(); ++i) {
+      cudaEventDestroy(start[i]);
+      cudaEventDestroy(stop[i]);
+    }
+  }
+  // Median µs of launch(i), i = 0, 1, ... (the rotation index), after `warmup` untimed calls. The
+  // stream is held for a while first so that all timed launches are queued before the GPU reaches
+  // them: small steps are otherwise timed at the host's launch rate.
+  template <class F>
+  double median_us(F&& launch, int iters, int warmup, cudaStream_t stream) {
+    for (int i = 0; i < warmup; ++i) launch(iters + i);
+    cuda::stream_delay(stream, 50 + 25 * iters);
+    for (int i = 0; i < iters; ++i) {
+      cuda_ok(cudaEventRecord(start[i], stream), "event record");
+      launch(i);
+      cuda_ok(cudaEventRecord(stop[i], stream), "event record");
+    }
+    cuda_ok(cudaStreamSynchronize(stream), "synchronize");
+    std::vector<float> ms(iters);
+    for (int i = 0; i < iters; ++i) cuda_ok(cudaEventElapsedTime(&ms[i], start[i], stop[i]), "elapsed time");
+    std::sort(ms.begin(), ms.end());
+    return 1e3 * ms[size_t(iters) / 2];
+  }
+};
+
+struct DecodeRow {
+  int batch = 0, hd = 0;
+  double pbb_us = 0, pbb_avg_keys = 0, swa_us = 0, lin_core_us = 0, lin_move_us = 0, lin_us = 0;
+  double pbb_us_min = 0, pbb_us_max = 0;
+  std::vector<double> pbb_us_bins;  // 16 equal bins of block offsets, mean of each
+  size_t pbb_bytes = 0, swa_bytes = 0, lin_bytes = 0;  // allocated KV per layer
+  double pbb_gbps = 0, swa_gbps = 0, lin_core_gbps = 0;
+  int splits_pbb_max = 1, splits_swa = 1;
+  double ratio() const { return swa_us / pbb_us; }
+};
+
+DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf16>& pattern, size_t l2_bytes,
+                    Timer& timer, cudaStream_t stream) {
+  const int b = o.block, w = o.bridge, W = o.window;
+  const DecodeShape pbb_sh{B, o.H, o.Hkv, hd, b}, ring_sh{B, o.H, o.Hkv, hd, W}, lin_sh{B, o.H, o.Hkv, hd, 2 * W};
+  const size_t row_bytes = size_t(B) * o.Hkv * hd * 2 * 2;  // one key position: k and v, every sequence and head
+  CacheCopies pbb(pbb_sh, rotation_copies(row_bytes * std::min(w, b), l2_bytes), pattern);
+  CacheCopies ring(ring_sh, rotation_copies(row_bytes * W, l2_bytes), pattern);
+  CacheCopies lin(lin_sh, rotation_copies(row_bytes * W, l2_bytes), pattern);
+  const size_t nq = size_t(B) * o.H * hd;
+  DeviceArray<bf16> q(nq, "q"), out(nq, "out");
+  cuda_ok(cudaMemcpy(q.ptr, pattern.data(), nq * sizeof(bf16), cudaMemcpyHostToDevice), "fill q");
+  const size_t work_bytes =
+      std::max({cuda::decode_workspace_bytes(pbb_sh, b), cuda::decode_workspace_bytes(ring_sh, W),
+                cuda::decode_workspace_bytes(lin_sh, W)});
+  DeviceArray<unsigned char> work(work_bytes, "workspace");
+
+  // One decode step on rotation copy i of cache c.
+  auto run = [&](const CacheCopies& c, const LiveSlots& live, int i) {
+    cuda::decode_attention_forward(c.shape, live, q.ptr, c.k_at(i), c.v_at(i), out.ptr, work.ptr, work_bytes, stream);
+  };
+  DecodeRow row;
+  row.batch = B;
+  row.hd = hd;
+  row.pbb_bytes = pbb.allocated_bytes();
+  row.swa_bytes = ring.allocated_bytes();
+  row.lin_bytes = lin.allocated_bytes();
+
+  // Flash-PBB: every block offset r, in a block that has a predecessor (t = b + r).
+  double sum_us = 0, sum_keys = 0;
+  row.pbb_us_min = 1e30;
+  std::vector<int> bin_count(16, 0);
+  row.pbb_us_bins.assign(16, 0.0);
+  for (int r = 0; r < b; ++r) {
+    const LiveSlots live = pbb_live_slots(int64_t(b) + r, b, w);
+    const double us = timer.median_us([&](int i) { run(pbb, live, i); }, o.iters, o.warmup, stream);
+    sum_us += us;
+    sum_keys += live.keys();
+    row.pbb_us_min = std::min(row.pbb_us_min, us);
+    row.pbb_us_max = std::max(row.pbb_us_max, us);
+    row.pbb_us_bins[size_t(r) * 16 / b] += us;
+    ++bin_count[size_t(r) * 16 / b];
+    row.splits_pbb_max = std::max(row.splits_pbb_max, cuda::decode_num_splits(pbb_sh, live.keys()));
+  }
+  for (int i = 0; i < 16; ++i) row.pbb_us_bins[size_t(i)] /= std::max(1, bin_count[size_t(i)]);
+  row.pbb_us = sum_us / b;
+  row.pbb_avg_keys = sum_keys / b;
+  row.pbb_gbps = row_bytes * row.pbb_avg_keys / (row.pbb_us * 1e-6) / 1e9;
+
+  // SWA ring: W keys every step, split into two ranges at 8 positions of the ring.
+  double ring_us = 0;
+  for (int i = 0; i < 8; ++i) {
+    const LiveSlots live = ring_live_slots(int64_t(W) + int64_t(W) * i / 8, W);
+    ring_us += timer.median_us([&](int i) { run(ring, live, i); }, o.iters, o.warmup, stream) / 8;
+  }
+  row.swa_us = ring_us;
+  row.swa_gbps = row_bytes * W / (row.swa_us * 1e-6) / 1e9;
+  row.splits_swa = cuda::decode_num_splits(ring_sh, W);
+
+  // Linear SWA: one range of W keys starting at 8 positions of [0, W], plus the compaction every
+  // W + 1 steps (W - 1 rows of k and v moved).
+  double lin_us = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int lo = W * i / 7;
+    const LiveSlots live{{}, {lo, lo + W}};
+    lin_us += timer.median_us([&](int i) { run(lin, live, i); }, o.iters, o.warmup, stream) / 8;
+  }
+  row.lin_core_us = lin_us;
+  row.lin_core_gbps = row_bytes * W / (row.lin_core_us * 1e-6) / 1e9;
+  const int period = KvSlotMap::swa_linear(W).compaction_period();
+  if (W > 1)
+    row.lin_move_us = timer.median_us(
+        [&](int i) { cuda::kv_cache_move(lin_sh, W + 1, 0, W - 1, lin.k_at(i), lin.v_at(i), stream); }, o.iters,
+        o.warmup, stream);
+  row.lin_us = row.lin_core_us + row.lin_move_us / period;
+  return row;
+}
+
+double copy_rate_tbps(cudaStream_t stream, Timer& timer) {
+  const size_t bytes = size_t(1) << 30;
+  DeviceArray<unsigned char> a(bytes, "copy src"), b(bytes, "copy dst");
+  cuda_ok(cudaMemset(a.ptr, 1, bytes), "memset");
+  const double us = timer.median_us(
+      [&](int) { cuda_ok(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, stream), "copy"); }, 5, 2,
+      stream);
+  return 2.0 * bytes / (us * 1e-6) / 1e12;
+}
+
+void write_json(const std::string& path, const DecodeOptions& o, const std::string& device, double copy_tbps,
+                const std::vector<DecodeRow>& rows) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  HYLO_CHECK(f != nullptr, "bench decode: cannot write --json {}", path);
+  std::string s = fmt::format(
+      "{{\n  \"bench\": \"decode\",\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": \"{}\",\n  \"copy_TBps\": {:.3f},\n"
+      "  \"settings\": {{\"H\": {}, \"Hkv\": {}, \"pbb_b\": {}, \"pbb_w\": {}, \"swa_W\": {}, \"iters\": {}, "
+      "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step (decode + "
+      "split combine), median; launches queued behind a GPU-side delay; caches rotated over copies holding >= 4x L2 of live bytes\", \"pbb\": \"mean over all "
+      "b block offsets at t = b + r\", \"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", "
+      "\"gbps\": \"live k+v bytes read / step time\"}},\n  \"rows\": [\n",
+      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())), device, copy_tbps, o.H,
+      o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const DecodeRow& r = rows[i];
+    s += fmt::format(
+        "    {{\"batch\": {}, \"D\": {}, \"pbb_us\": {:.2f}, \"pbb_us_min\": {:.2f}, \"pbb_us_max\": {:.2f}, "
+        "\"pbb_avg_keys\": {:.3f}, \"swa_us\": {:.2f}, \"swa_linear_us\": {:.2f}, \"swa_linear_core_us\": {:.2f}, "
+        "\"swa_linear_compaction_us\": {:.2f}, \"pbb_tok_s\": {:.0f}, \"swa_tok_s\": {:.0f}, "
+        "\"swa_linear_tok_s\": {:.0f}, \"ratio_pbb_swa\": {:.3f}, \"kv_bytes_pbb\": {}, \"kv_bytes_swa\": {}, "
+        "\"kv_bytes_swa_linear\": {}, \"pbb_GBps\": {:.0f}, \"swa_GBps\": {:.0f}, \"swa_linear_core_GBps\": {:.0f}, "
+        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}]}}{}\n",
+        r.batch, r.hd, r.pbb_us, r.pbb_us_min, r.pbb_us_max, r.pbb_avg_keys, r.swa_us, r.lin_us, r.lin_core_us,
+        r.lin_move_us, r.batch / (r.pbb_us * 1e-6), r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6),
+        r.ratio(), r.pbb_bytes, r.swa_bytes, r.lin_bytes, r.pbb_gbps, r.swa_gbps, r.lin_core_gbps, r.splits_pbb_max,
+        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), i + 1 < rows.size() ? "," : "");
+  }
+  s += "  ]\n}\n";
+  std::fputs(s.c_str(), f);
+  HYLO_CHECK(std::fclose(f) == 0, "bench decode: writing --json {} failed", path);
+}
+
+#endif  // HYLO_WITH_CUDA
+
+}  // namespace
+
+int run_bench_decode(const std::vector<std::string>& args) {
+  const DecodeOptions o = parse_options(args);
+#if !HYLO_WITH_CUDA
+  HYLO_FAIL("bench decode: built without CUDA (configure with -DHYLO_CUDA=ON)");
+#else
+  for (int hd : o.hds)
+    HYLO_CHECK(cuda::decode_supports_head_dim(hd), "bench decode: --hd {} not supported (64 or 128)", hd);
+  int device = 0;
+  cuda_ok(cudaGetDevice(&device), "no CUDA device");
+  cudaDeviceProp prop{};
+  cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
+  std::vector<bf16> pattern(1 << 20);
+  Rng rng{20261130, 11, 0};
+  for (auto& x : pattern) x = float_to_bf16(float(rng.normal()));
+  cudaStream_t stream = nullptr;
+  cuda_ok(cudaStreamCreate(&stream), "stream");
+  Timer timer(std::max(o.iters, 5));
+  const double copy_tbps = copy_rate_tbps(stream, timer);
+
+  std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
+              "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
+              o.H, o.Hkv, prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
+  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %8s | %8s %8s | %5s %5s\n", "batch", "D",
+              "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "KV pbb", "KV swa",
+              "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa");
+  std::vector<DecodeRow> rows;
+  for (int B : o.batches)
+    for (int hd : o.hds) {
+      const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), timer, stream);
+      auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
+      std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8s %8s %8s | %8.0f %8.0f | %4.0f%% %4.0f%%\n",
+                  r.batch, r.hd, r.pbb_us, r.swa_us, r.lin_us, r.batch / (r.pbb_us * 1e-6),
+                  r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), mib(r.pbb_bytes).c_str(),
+                  mib(r.swa_bytes).c_str(), mib(r.lin_bytes).c_str(), r.pbb_gbps, r.swa_gbps,
+                  100 * r.pbb_gbps * 1e9 / kHbmBytesPerS, 100 * r.swa_gbps * 1e9 / kHbmBytesPerS);
+      std::fflush(stdout);
+      rows.push_back(r);
+    }
+  std::printf("(%% = live KV read rate / %.1f TB/s; lin = linear SWA incl. compaction every W+1 steps)\n",
+              kHbmBytesPerS / 1e12);
+  cudaStreamDestroy(stream);
+  if (!o.json.empty()) write_json(o.json, o, prop.name, copy_tbps, rows);
+  return 0;
+#endif
+}
+
+}  // namespace hylo

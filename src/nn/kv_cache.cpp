@@ -1,0 +1,144 @@
+// KV cache slot rules and host storage (see kv_cache.h for the table of rules).
+#include "nn/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hylo {
+
+LiveSlots pbb_live_slots(int64_t t, int block, int bridge) {
+  const int r = int(t % block);
+  LiveSlots live;
+  live.newer = SlotRange{0, r + 1};
+  // Bridge keys t-(w-1) .. t-r-1 sit in the previous block's last w-1-r slots, not yet overwritten
+  // because this block has written only slots [0, r].
+  if (t >= block && r < bridge - 1) live.older = SlotRange{block - (bridge - 1 - r), block};
+  return live;
+}
+
+LiveSlots ring_live_slots(int64_t t, int window) {
+  const int s = int(t % window);
+  LiveSlots live;
+  live.newer = SlotRange{0, s + 1};
+  if (t >= window) live.older = SlotRange{s + 1, window};  // empty when s == W - 1
+  return live;
+}
+
+KvSlotMap KvSlotMap::pbb(int block, int bridge) {
+  HYLO_CHECK(block >= 1 && bridge >= 1 && bridge <= block,
+             "kv cache: pbb needs 1 <= bridge <= block, got block={} bridge={}", block, bridge);
+  KvSlotMap m(KvCacheKind::pbb, block);
+  m.block_ = block;
+  m.bridge_ = bridge;
+  return m;
+}
+
+KvSlotMap KvSlotMap::swa_ring(int window) {
+  HYLO_CHECK(window >= 1, "kv cache: swa window must be >= 1, got {}", window);
+  KvSlotMap m(KvCacheKind::swa_ring, window);
+  m.window_ = window;
+  return m;
+}
+
+KvSlotMap KvSlotMap::swa_linear(int window) {
+  HYLO_CHECK(window >= 1, "kv cache: swa window must be >= 1, got {}", window);
+  KvSlotMap m(KvCacheKind::swa_linear, 2 * window);
+  m.window_ = window;
+  return m;
+}
+
+KvSlotMap KvSlotMap::full(int max_len) {
+  HYLO_CHECK(max_len >= 1, "kv cache: full cache needs max_len >= 1, got {}", max_len);
+  return KvSlotMap(KvCacheKind::full, max_len);
+}
+
+AttnMask KvSlotMap::mask() const {
+  switch (kind_) {
+    case KvCacheKind::pbb: return AttnMask{MaskKind::pbb, 0, block_, bridge_};
+    case KvCacheKind::swa_ring:
+    case KvCacheKind::swa_linear: return AttnMask{MaskKind::swa, window_, 0, 0};
+    case KvCacheKind::full: break;
+  }
+  return AttnMask{MaskKind::full, 0, 0, 0};
+}
+
+KvSlotMap::Append KvSlotMap::append(int64_t t) {
+  HYLO_CHECK(t == length_, "kv cache: appended position {} but the cache holds {} positions", t, length_);
+  Append a;
+  switch (kind_) {
+    case KvCacheKind::pbb: a.slot = int(t % block_); break;
+    case KvCacheKind::swa_ring: a.slot = int(t % window_); break;
+    case KvCacheKind::swa_linear:
+      if (t - base_ == slots_) {
+        // Full: keep the W-1 newest positions (the window of t without t itself) at the front.
+        a.move = SlotMove{window_ + 1, 0, window_ - 1};
+        base_ = t - (window_ - 1);
+      }
+      a.slot = int(t - base_);
+      break;
+    case KvCacheKind::full:
+      HYLO_CHECK(t < slots_, "kv cache: full cache of max_len {} cannot take position {}", slots_, t);
+      a.slot = int(t);
+      break;
+  }
+  ++length_;
+  return a;
+}
+
+LiveSlots KvSlotMap::live(int64_t t) const {
+  HYLO_CHECK(t >= 0 && t == length_ - 1, "kv cache: query at position {} but the newest cached position is {}", t,
+             length_ - 1);
+  switch (kind_) {
+    case KvCacheKind::pbb: return pbb_live_slots(t, block_, bridge_);
+    case KvCacheKind::swa_ring: return ring_live_slots(t, window_);
+    case KvCacheKind::swa_linear: {
+      const int64_t lo = std::max<int64_t>(0, t - window_ + 1);
+      return LiveSlots{SlotRange{}, SlotRange{int(lo - base_), int(t - base_ + 1)}};
+    }
+    case KvCacheKind::full: break;
+  }
+  return LiveSlots{SlotRange{}, SlotRange{0, int(t + 1)}};
+}
+
+template <class T>
+KvCache<T>::KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim)
+    : map_(map), B_(batch), Hkv_(kv_heads), D_(head_dim) {
+  HYLO_CHECK(batch > 0 && kv_heads > 0 && head_dim > 0,
+             "kv cache: sizes must be positive, got batch={} kv_heads={} head_dim={}", batch, kv_heads, head_dim);
+  HYLO_CHECK(map.length() == 0, "kv cache: slot map already holds {} positions", map.length());
+  const size_t n = size_t(batch) * kv_heads * map.slots() * head_dim;
+  k_.assign(n, T(0));
+  v_.assign(n, T(0));
+  position_.assign(size_t(map.slots()), -1);
+}
+
+template <class T>
+int KvCache<T>::append(int64_t t, const T* k_BHD, const T* v_BHD) {
+  const KvSlotMap::Append a = map_.append(t);
+  const size_t S = size_t(map_.slots()), D = size_t(D_);
+  for (size_t head = 0; head < size_t(B_) * Hkv_; ++head) {  // (b, kv head) rows, b-major
+    T* k_SD = k_.data() + head * S * D;
+    T* v_SD = v_.data() + head * S * D;
+    if (a.move.count > 0) {
+      std::memcpy(k_SD + a.move.dst * D, k_SD + a.move.src * D, a.move.count * D * sizeof(T));
+      std::memcpy(v_SD + a.move.dst * D, v_SD + a.move.src * D, a.move.count * D * sizeof(T));
+    }
+    std::memcpy(k_SD + a.slot * D, k_BHD + head * D, D * sizeof(T));
+    std::memcpy(v_SD + a.slot * D, v_BHD + head * D, D * sizeof(T));
+  }
+  if (a.move.count > 0) {
+    std::copy(position_.begin() + a.move.src, position_.begin() + a.move.src + a.move.count,
+              position_.begin() + a.move.dst);
+    std::fill(position_.begin() + a.move.dst + a.move.count, position_.end(), -1);
+    rows_moved_ += a.move.count;
+  }
+  position_[size_t(a.slot)] = t;
+  return a.slot;
+}
+
+template class KvCache<float>;
+template class KvCache<double>;
+
+}  // namespace hylo

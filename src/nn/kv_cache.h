@@ -1,0 +1,123 @@
+// Per-layer KV caches for decoding a batch of sequences in lockstep (SPEC §1, §5). The slot
+// bookkeeping (KvSlotMap: where position t goes, which slots a query at t attends) is separate
+// from the storage so that the CPU caches here and the CUDA decode path (device buffers written
+// by kernels/decode) share one rule.
+//
+//   kind        slots  where t lives                  live keys for the query at t
+//   pbb(b, w)   b      t mod b (never moved)           [b-(w-1-r), b) (previous block's tail, t >= b,
+//                                                      r = t mod b < w-1), then [0, r]
+//   swa ring W  W      t mod W (never moved)           [(t+1) mod W, W) (t >= W), then [0, t mod W]
+//   swa linear  2W     t - base; when full, the last   [t-W+1-base, t-base] (one range, the layout
+//               W-1 positions move to slots [0, W-1)  a FlashAttention-style positional cache needs)
+//   full        max_len  t                             [0, t]
+//
+// Shape legend: B batch, Hkv kv heads, S slots, D head dim; k/v storage (B, Hkv, S, D) row-major,
+// new tokens k_BHD / v_BHD (B, Hkv, D).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/cpu/decode_attention.h"
+#include "ops/mask.h"
+
+namespace hylo {
+
+enum class KvCacheKind : uint8_t { pbb, swa_ring, swa_linear, full };
+
+// Rows [src, src + count) copied to [dst, dst + count) in every (sequence, kv head); the two never
+// overlap. count == 0: nothing to move.
+struct SlotMove {
+  int src = 0, dst = 0, count = 0;
+};
+
+// The Flash-PBB rule of SPEC §1 and the ring rule, as free functions of t (both are stateless).
+LiveSlots pbb_live_slots(int64_t t, int block, int bridge);
+LiveSlots ring_live_slots(int64_t t, int window);
+
+class KvSlotMap {
+ public:
+  static KvSlotMap pbb(int block, int bridge);  // 1 <= bridge <= block
+  static KvSlotMap swa_ring(int window);
+  static KvSlotMap swa_linear(int window);
+  static KvSlotMap full(int max_len);
+
+  KvCacheKind kind() const { return kind_; }
+  int slots() const { return slots_; }  // allocated per (sequence, kv head)
+  AttnMask mask() const;                // the attention mask the cache serves
+  int64_t length() const { return length_; }
+  // Linear SWA: steps between compactions once the cache has filled (W + 1); 0 for the others.
+  int compaction_period() const { return kind_ == KvCacheKind::swa_linear ? window_ + 1 : 0; }
+
+  struct Append {
+    int slot = 0;   // where position t is written
+    SlotMove move;  // to apply before writing (linear SWA compaction)
+  };
+  // Position t joins the cache; t must equal length(). Throws when a full cache is out of slots.
+  Append append(int64_t t);
+  // Slots the query at t attends, oldest first; t must equal length() - 1 (its own k/v appended).
+  LiveSlots live(int64_t t) const;
+
+ private:
+  KvSlotMap(KvCacheKind kind, int slots) : kind_(kind), slots_(slots) {}
+  KvCacheKind kind_;
+  int slots_ = 0, block_ = 0, bridge_ = 0, window_ = 0;
+  int64_t length_ = 0, base_ = 0;  // base_: position held in slot 0 (linear SWA)
+};
+
+// Host storage for one layer: k and v (B, Hkv, S, D) of element type T (float or double).
+template <class T>
+class KvCache {
+ public:
+  KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim);
+
+  // Appends position t (== length()) for every sequence; returns the slot it went to.
+  int append(int64_t t, const T* k_BHD, const T* v_BHD);
+  LiveSlots live(int64_t t) const { return map_.live(t); }
+  DecodeShape decode_shape(int q_heads) const { return DecodeShape{B_, q_heads, Hkv_, D_, map_.slots()}; }
+
+  const T* k() const { return k_.data(); }  // (B, Hkv, S, D)
+  const T* v() const { return v_.data(); }
+  const KvSlotMap& slot_map() const { return map_; }
+  int slots() const { return map_.slots(); }
+  int64_t length() const { return map_.length(); }
+  size_t allocated_bytes() const { return (k_.size() + v_.size()) * sizeof(T); }
+  // Position stored in `slot` (-1 while empty), tracked independently of the slot rule.
+  int64_t position_in(int slot) const { return position_[size_t(slot)]; }
+  // Slot rows copied by compactions so far, per (sequence, kv head); 0 for PBB and the ring.
+  int64_t rows_moved() const { return rows_moved_; }
+
+ private:
+  KvSlotMap map_;
+  int B_, Hkv_, D_;
+  std::vector<T> k_, v_;
+  std::vector<int64_t> position_;
+  int64_t rows_moved_ = 0;
+};
+
+// Flash-PBB: b slots, position t in slot t mod b, no entry ever moved.
+template <class T>
+struct FlashPbbCache : KvCache<T> {
+  FlashPbbCache(int batch, int kv_heads, int head_dim, int block, int bridge)
+      : KvCache<T>(KvSlotMap::pbb(block, bridge), batch, kv_heads, head_dim) {}
+};
+// Flash-SWA: a W-slot ring.
+template <class T>
+struct SwaRingCache : KvCache<T> {
+  SwaRingCache(int batch, int kv_heads, int head_dim, int window)
+      : KvCache<T>(KvSlotMap::swa_ring(window), batch, kv_heads, head_dim) {}
+};
+// Linear SWA: 2W slots in position order, compacted every W + 1 steps once full.
+template <class T>
+struct LinearSwaCache : KvCache<T> {
+  LinearSwaCache(int batch, int kv_heads, int head_dim, int window)
+      : KvCache<T>(KvSlotMap::swa_linear(window), batch, kv_heads, head_dim) {}
+};
+// Full attention: preallocated to max_len positions.
+template <class T>
+struct FullCache : KvCache<T> {
+  FullCache(int batch, int kv_heads, int head_dim, int max_len)
+      : KvCache<T>(KvSlotMap::full(max_len), batch, kv_heads, head_dim) {}
+};
+
+}  // namespace hylo

@@ -1,0 +1,68 @@
+// CPU decode attention: one query row per (sequence, query head), a two-pass softmax over the live
+// slots in the order LiveSlots lists them (the same arithmetic as cpu::attention_forward's row).
+#include "ops/cpu/decode_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+
+namespace hylo {
+
+void check_decode_args(const DecodeShape& s, const LiveSlots& live) {
+  HYLO_CHECK(s.B > 0 && s.Hq > 0 && s.Hkv > 0 && s.D > 0 && s.slots > 0,
+             "decode attention: sizes must be positive, got B={} Hq={} Hkv={} D={} slots={}", s.B, s.Hq, s.Hkv, s.D,
+             s.slots);
+  HYLO_CHECK(s.Hq % s.Hkv == 0, "decode attention: query heads {} not a multiple of kv heads {}", s.Hq, s.Hkv);
+  for (const SlotRange& r : {live.older, live.newer})
+    HYLO_CHECK(r.size() == 0 || (r.begin >= 0 && r.end <= s.slots),
+               "decode attention: live slots [{}, {}) outside the cache's {} slots", r.begin, r.end, s.slots);
+  HYLO_CHECK(live.keys() > 0, "decode attention: no live key (a query always attends itself)");
+}
+
+namespace cpu {
+
+template <class T>
+void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, const T* q_BHD, const T* k_BHSD,
+                              const T* v_BHSD, T* out_BHD, T* lse_BH) {
+  check_decode_args(shape, live);
+  const int D = shape.D, group = shape.Hq / shape.Hkv, n = live.keys();
+  const T scale = T(1) / std::sqrt(T(D));
+  std::vector<T> p_N(n);  // scores, then probabilities, of one query over the live keys
+  for (int b = 0; b < shape.B; ++b)
+    for (int h = 0; h < shape.Hq; ++h) {
+      const size_t head = size_t(b) * shape.Hkv + h / group;  // (b, kv head) row of the cache
+      const T* k_SD = k_BHSD + head * shape.slots * D;
+      const T* v_SD = v_BHSD + head * shape.slots * D;
+      const T* q_D = q_BHD + (size_t(b) * shape.Hq + h) * D;
+      T row_max = -std::numeric_limits<T>::infinity();
+      for (int j = 0; j < n; ++j) {
+        const T* k_D = k_SD + size_t(live.slot(j)) * D;
+        T dot = 0;
+        for (int d = 0; d < D; ++d) dot += q_D[d] * k_D[d];
+        p_N[j] = dot * scale;
+        row_max = std::max(row_max, p_N[j]);
+      }
+      T sum = 0;
+      for (int j = 0; j < n; ++j) sum += (p_N[j] = std::exp(p_N[j] - row_max));
+      T* out_D = out_BHD + (size_t(b) * shape.Hq + h) * D;
+      std::fill(out_D, out_D + D, T(0));
+      for (int j = 0; j < n; ++j) {
+        const T* v_D = v_SD + size_t(live.slot(j)) * D;
+        for (int d = 0; d < D; ++d) out_D[d] += p_N[j] * v_D[d];
+      }
+      const T inv = T(1) / sum;
+      for (int d = 0; d < D; ++d) out_D[d] *= inv;
+      if (lse_BH) lse_BH[size_t(b) * shape.Hq + h] = row_max + std::log(sum);
+    }
+}
+
+template void decode_attention_forward<float>(const DecodeShape&, const LiveSlots&, const float*, const float*,
+                                              const float*, float*, float*);
+template void decode_attention_forward<double>(const DecodeShape&, const LiveSlots&, const double*, const double*,
+                                               const double*, double*, double*);
+
+}  // namespace cpu
+}  // namespace hylo

@@ -1,0 +1,220 @@
+// Decoding through KV caches: feeding tokens one at a time through each cache kind and decode
+// attention reproduces the training attention (cpu::attention_forward over the whole sequence)
+// for the cache's mask, row for row; the slot rules hold (Flash-PBB never moves an entry and
+// allocates b slots, the ring W, linear SWA 2W) and the live slots hold exactly the allowed keys.
+// Shape legend: B batch, T sequence, Hq/Hkv heads, D head dim; training tensors (B, T, H, D).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/kv_cache.h"
+#include "ops/cpu/attention.h"
+#include "ops/cpu/decode_attention.h"
+
+using namespace hylo;
+
+namespace {
+
+template <class T>
+std::vector<T> random_values(size_t n, uint64_t seed) {
+  Rng rng{seed, 0, 0};
+  std::vector<T> v(n);
+  for (auto& x : v) x = T(rng.normal());
+  return v;
+}
+
+std::string describe(const KvSlotMap& m) {
+  const AttnMask a = m.mask();
+  switch (m.kind()) {
+    case KvCacheKind::pbb: return "pbb(" + std::to_string(a.block) + "," + std::to_string(a.bridge) + ")";
+    case KvCacheKind::swa_ring: return "swa ring(" + std::to_string(a.window) + ")";
+    case KvCacheKind::swa_linear: return "swa linear(" + std::to_string(a.window) + ")";
+    case KvCacheKind::full: break;
+  }
+  return "full";
+}
+
+// Decodes T tokens through `cache` and compares every (t, b, h) output row and lse with the
+// training reference. Returns the worst relative error (per row: ||diff|| / ||ref||).
+template <class T>
+double decode_vs_training(KvCache<T>& cache, const AttnShape& sh, uint64_t seed) {
+  const AttnMask mask = cache.slot_map().mask();
+  const size_t nq = size_t(sh.B) * sh.T * sh.Hq * sh.D, nkv = size_t(sh.B) * sh.T * sh.Hkv * sh.D;
+  const auto q = random_values<T>(nq, seed), k = random_values<T>(nkv, seed + 1), v = random_values<T>(nkv, seed + 2);
+  std::vector<T> out_ref(nq), lse_ref(size_t(sh.B) * sh.Hq * sh.T);
+  cpu::attention_forward(sh, mask, q.data(), k.data(), v.data(), out_ref.data(), lse_ref.data());
+
+  const int D = sh.D;
+  std::vector<T> q_BHD(size_t(sh.B) * sh.Hq * D), k_BHD(size_t(sh.B) * sh.Hkv * D), v_BHD(k_BHD.size());
+  std::vector<T> out_BHD(q_BHD.size()), lse_BH(size_t(sh.B) * sh.Hq);
+  double worst = 0;
+  for (int t = 0; t < sh.T; ++t) {
+    // Token t of every sequence: (B, T, H, D) rows -> (B, H, D).
+    for (int b = 0; b < sh.B; ++b) {
+      const size_t src_q = (size_t(b) * sh.T + t) * sh.Hq * D, src_kv = (size_t(b) * sh.T + t) * sh.Hkv * D;
+      std::copy_n(q.begin() + src_q, sh.Hq * D, q_BHD.begin() + size_t(b) * sh.Hq * D);
+      std::copy_n(k.begin() + src_kv, sh.Hkv * D, k_BHD.begin() + size_t(b) * sh.Hkv * D);
+      std::copy_n(v.begin() + src_kv, sh.Hkv * D, v_BHD.begin() + size_t(b) * sh.Hkv * D);
+    }
+    const int slot = cache.append(t, k_BHD.data(), v_BHD.data());
+    REQUIRE(cache.position_in(slot) == t);
+    const LiveSlots live = cache.live(t);
+
+    // The live slots hold exactly the keys the mask allows, each once.
+    std::vector<int64_t> held;
+    for (int j = 0; j < live.keys(); ++j) held.push_back(cache.position_in(live.slot(j)));
+    std::vector<int64_t> allowed;
+    for (int s = 0; s <= t; ++s)
+      if (mask.allowed(t, s)) allowed.push_back(s);
+    REQUIRE(held == allowed);  // also in position order: oldest first
+
+    cpu::decode_attention_forward(cache.decode_shape(sh.Hq), live, q_BHD.data(), cache.k(), cache.v(),
+                                  out_BHD.data(), lse_BH.data());
+    for (int b = 0; b < sh.B; ++b)
+      for (int h = 0; h < sh.Hq; ++h) {
+        const T* ref = out_ref.data() + ((size_t(b) * sh.T + t) * sh.Hq + h) * D;
+        const T* got = out_BHD.data() + (size_t(b) * sh.Hq + h) * D;
+        double num = 0, den = 0;
+        for (int d = 0; d < D; ++d) {
+          num += double(got[d] - ref[d]) * double(got[d] - ref[d]);
+          den += double(ref[d]) * double(ref[d]);
+        }
+        worst = std::max(worst, std::sqrt(num / den));
+        const double lse_ref_v = lse_ref[(size_t(b) * sh.Hq + h) * sh.T + t];
+        worst = std::max(worst, std::abs(double(lse_BH[size_t(b) * sh.Hq + h]) - lse_ref_v) / std::abs(lse_ref_v));
+      }
+  }
+  return worst;
+}
+
+struct Case {
+  std::string name;
+  AttnShape shape;
+};
+
+// T = 37: several blocks of 8 long, a multiple of no block or window used here.
+const std::vector<Case> kShapes = {{"gqa", AttnShape{2, 37, 4, 2, 8}}, {"mha", AttnShape{2, 37, 3, 3, 8}},
+                                   {"gqa1", AttnShape{1, 37, 6, 1, 4}}};
+
+template <class T>
+std::vector<std::unique_ptr<KvCache<T>>> all_caches(const AttnShape& sh) {
+  std::vector<std::unique_ptr<KvCache<T>>> c;
+  for (int bridge : {1, 3, 8}) c.push_back(std::make_unique<FlashPbbCache<T>>(sh.B, sh.Hkv, sh.D, 8, bridge));
+  c.push_back(std::make_unique<FlashPbbCache<T>>(sh.B, sh.Hkv, sh.D, 1, 1));
+  for (int window : {1, 5, 8}) {
+    c.push_back(std::make_unique<SwaRingCache<T>>(sh.B, sh.Hkv, sh.D, window));
+    c.push_back(std::make_unique<LinearSwaCache<T>>(sh.B, sh.Hkv, sh.D, window));
+  }
+  c.push_back(std::make_unique<FullCache<T>>(sh.B, sh.Hkv, sh.D, sh.T));
+  return c;
+}
+
+template <class T>
+void check_all(double tolerance) {
+  uint64_t seed = 500;
+  for (const Case& c : kShapes)
+    for (auto& cache : all_caches<T>(c.shape)) {
+      CAPTURE(c.name);
+      CAPTURE(describe(cache->slot_map()));
+      const double err = decode_vs_training(*cache, c.shape, seed += 7);
+      CHECK(err < tolerance);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("decode through every KV cache kind matches training attention (fp64)") { check_all<double>(1e-12); }
+
+TEST_CASE("decode through every KV cache kind matches training attention (fp32)") { check_all<float>(2e-5); }
+
+TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry; SWA caches W and 2W") {
+  const int B = 2, Hkv = 2, D = 4, block = 8, bridge = 3, window = 8;
+  FlashPbbCache<float> pbb(B, Hkv, D, block, bridge);
+  SwaRingCache<float> ring(B, Hkv, D, window);
+  LinearSwaCache<float> linear(B, Hkv, D, window);
+  FullCache<float> full(B, Hkv, D, 64);
+  CHECK(pbb.slots() == block);
+  CHECK(ring.slots() == window);
+  CHECK(linear.slots() == 2 * window);
+  CHECK(full.slots() == 64);
+  CHECK(pbb.allocated_bytes() == 2 * size_t(B) * Hkv * block * D * sizeof(float));
+  CHECK(ring.allocated_bytes() == 2 * size_t(B) * Hkv * window * D * sizeof(float));
+  CHECK(linear.allocated_bytes() == 2 * ring.allocated_bytes());
+
+  std::vector<float> k(size_t(B) * Hkv * D), v(k.size());
+  for (int t = 0; t < 61; ++t) {
+    for (size_t i = 0; i < k.size(); ++i) k[i] = v[i] = float(t * 1000 + int(i));
+    CHECK(pbb.append(t, k.data(), v.data()) == t % block);
+    CHECK(ring.append(t, k.data(), v.data()) == t % window);
+    linear.append(t, k.data(), v.data());
+    full.append(t, k.data(), v.data());
+    // Every position the PBB cache holds sits in slot (position mod b) with the data written for
+    // it: nothing was moved.
+    for (int s = 0; s < block; ++s) {
+      const int64_t p = pbb.position_in(s);
+      const int64_t want = s <= t % block ? t - t % block + s : t - t % block - block + s;
+      CHECK(p == (want < 0 ? -1 : want));
+      if (p < 0) continue;
+      for (int head = 0; head < B * Hkv; ++head)
+        CHECK(pbb.k()[(size_t(head) * block + s) * D] == float(p * 1000 + head * D));
+    }
+  }
+  CHECK(pbb.rows_moved() == 0);
+  CHECK(ring.rows_moved() == 0);
+}
+
+TEST_CASE("Flash-PBB slot rule: live slots of every block offset") {
+  // SPEC §1: at offset r the live keys are slots [0, r] and [b-(w-1-r), b-1].
+  const int b = 16, w = 5;
+  for (int64_t t = 0; t < 4 * b; ++t) {
+    const LiveSlots live = pbb_live_slots(t, b, w);
+    const int r = int(t % b);
+    CHECK(live.newer.begin == 0);
+    CHECK(live.newer.end == r + 1);
+    const int bridge_keys = t >= b ? std::max(0, w - 1 - r) : 0;
+    CHECK(live.older.size() == bridge_keys);
+    if (bridge_keys > 0) CHECK(live.older.end == b);
+    CHECK(live.keys() == r + 1 + bridge_keys);
+  }
+  CHECK(ring_live_slots(20, 8).keys() == 8);
+  CHECK(ring_live_slots(3, 8).keys() == 4);
+}
+
+TEST_CASE("linear SWA cache compacts every W + 1 steps once full") {
+  const int window = 4;
+  LinearSwaCache<double> c(1, 1, 2, window);
+  std::vector<double> k(2), v(2);
+  int compactions = 0;
+  int64_t moved = 0;
+  for (int t = 0; t < 40; ++t) {
+    c.append(t, k.data(), v.data());
+    if (c.rows_moved() != moved) {
+      ++compactions;
+      CHECK(c.rows_moved() - moved == window - 1);
+      moved = c.rows_moved();
+    }
+  }
+  // First compaction at t = 2W, then every W + 1 steps: t = 8, 13, 18, ..., 38.
+  CHECK(compactions == (39 - 2 * window) / (window + 1) + 1);
+  CHECK(c.slot_map().compaction_period() == window + 1);
+}
+
+TEST_CASE("KV caches reject bad arguments") {
+  CHECK_THROWS(KvSlotMap::pbb(4, 5));
+  CHECK_THROWS(KvSlotMap::swa_ring(0));
+  FullCache<float> full(1, 1, 2, 2);
+  std::vector<float> k(2), v(2);
+  full.append(0, k.data(), v.data());
+  CHECK_THROWS(full.append(2, k.data(), v.data()));  // not the next position
+  full.append(1, k.data(), v.data());
+  CHECK_THROWS(full.append(2, k.data(), v.data()));  // out of slots
+  CHECK_THROWS(full.live(0));                        // not the newest position
+  std::vector<float> q(2), out(2);
+  CHECK_THROWS(cpu::decode_attention_forward(DecodeShape{1, 1, 1, 2, 2}, LiveSlots{{}, {0, 3}}, q.data(), full.k(),
+                                             full.v(), out.data(), static_cast<float*>(nullptr)));
+}

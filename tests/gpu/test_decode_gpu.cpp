@@ -1,0 +1,206 @@
+// CUDA decode attention vs the CPU decode reference (float, on the same bf16-rounded caches): every
+// cache kind's live-slot pattern (Flash-PBB at every block offset r, in the first block and
+// later ones; SWA ring before and after wrapping; linear SWA; full), head dims 64 and 128, batch
+// 1 / 16 / 64, MHA and GQA groups 3, 4 and 8, one pass and split-KV. Every cache slot holds
+// random data, so a kernel that reads a slot that is not live gets the wrong answer. Outputs are
+// poisoned (NaN) before every launch. Then the append / compaction kernels, and a token-by-token
+// decode through device caches driven by KvSlotMap against the CPU KvCache.
+// Shape legend: B batch, Hq/Hkv heads, S slots, D head dim; q/out (B, Hq, D), caches (B, Hkv, S, D).
+#include <cuda_runtime.h>  // before gpu_test_util.h: its typed cudaMalloc(T**) overload
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.h"
+#include "kernels/decode/decode.h"
+#include "nn/kv_cache.h"
+#include "ops/cpu/decode_attention.h"
+
+using namespace hylo;
+using namespace hylo::test;
+
+namespace {
+
+struct Step {
+  std::string what;
+  LiveSlots live;
+};
+
+// Live-slot patterns of each cache kind for a cache of `slots` slots (PBB b = 64, w = 16; ring and
+// linear W = 48; full up to 200).
+std::vector<Step> steps_for(KvCacheKind kind) {
+  std::vector<Step> steps;
+  switch (kind) {
+    case KvCacheKind::pbb:
+      for (int64_t t = 0; t < 2 * 64; ++t)  // every offset r, in block 0 (no bridge) and block 1
+        steps.push_back({"pbb t=" + std::to_string(t), pbb_live_slots(t, 64, 16)});
+      break;
+    case KvCacheKind::swa_ring:
+      for (int64_t t : {0, 1, 30, 46, 47, 48, 49, 70, 95, 96, 143})
+        steps.push_back({"ring t=" + std::to_string(t), ring_live_slots(t, 48)});
+      break;
+    case KvCacheKind::swa_linear: {
+      KvSlotMap map = KvSlotMap::swa_linear(48);
+      for (int64_t t = 0; t < 160; ++t) {
+        map.append(t);
+        if (t % 9 == 0 || t == 95 || t == 96 || t == 97) steps.push_back({"linear t=" + std::to_string(t), map.live(t)});
+      }
+      break;
+    }
+    case KvCacheKind::full:
+      for (int64_t t : {0, 5, 63, 64, 150, 199}) steps.push_back({"full t=" + std::to_string(t), {{}, {0, int(t + 1)}}});
+      break;
+  }
+  return steps;
+}
+
+int slots_for(KvCacheKind kind) {
+  switch (kind) {
+    case KvCacheKind::pbb: return 64;
+    case KvCacheKind::swa_ring: return 48;
+    case KvCacheKind::swa_linear: return 96;
+    case KvCacheKind::full: break;
+  }
+  return 200;
+}
+
+// Worst relative error over the steps of one cache kind.
+double check_kind(KvCacheKind kind, int B, int Hq, int Hkv, int D, uint64_t seed, int& max_splits) {
+  const DecodeShape sh{B, Hq, Hkv, D, slots_for(kind)};
+  const size_t nq = size_t(B) * Hq * D, nkv = size_t(B) * Hkv * sh.slots * D;
+  const auto k_b = to_bf16(random_floats(nkv, seed)), v_b = to_bf16(random_floats(nkv, seed + 1));
+  const auto k = to_float(k_b), v = to_float(v_b);
+  DeviceBuffer<bf16> k_d(k_b), v_d(v_b), q_d(nq), out_d(nq);
+  DeviceBuffer<unsigned char> work_d(std::max<size_t>(cuda::decode_workspace_bytes(sh, sh.slots), 1));
+  std::vector<float> ref(nq);
+  double worst = 0;
+  uint64_t step_seed = seed + 2;
+  for (const Step& st : steps_for(kind)) {
+    const auto q_b = to_bf16(random_floats(nq, ++step_seed, 2.0f));  // scale 2: peakier softmax
+    const auto q = to_float(q_b);
+    q_d.upload(q_b);
+    cpu::decode_attention_forward(sh, st.live, q.data(), k.data(), v.data(), ref.data(), static_cast<float*>(nullptr));
+    out_d.poison();
+    work_d.poison();
+    cuda::decode_attention_forward(sh, st.live, q_d.ptr, k_d.ptr, v_d.ptr, out_d.ptr, work_d.ptr, work_d.count,
+                                   nullptr);
+    max_splits = std::max(max_splits, cuda::decode_num_splits(sh, st.live.keys()));
+    const double err = relative_error(out_d.download(), ref);
+    CAPTURE(st.what);
+    CAPTURE(B);
+    CAPTURE(Hq);
+    CAPTURE(Hkv);
+    CAPTURE(D);
+    CHECK(err <= 1e-2);
+    worst = std::max(worst, err);
+  }
+  return worst;
+}
+
+const char* kind_name(KvCacheKind kind) {
+  switch (kind) {
+    case KvCacheKind::pbb: return "pbb(64,16)";
+    case KvCacheKind::swa_ring: return "swa ring(48)";
+    case KvCacheKind::swa_linear: return "swa linear(48)";
+    case KvCacheKind::full: break;
+  }
+  return "full(200)";
+}
+
+}  // namespace
+
+TEST_CASE("cuda decode attention matches the CPU decode reference for every cache kind") {
+  struct Heads {
+    int Hq, Hkv;
+  };
+  const std::vector<Heads> heads = {{2, 2}, {8, 2}, {6, 2}, {16, 2}};  // MHA; GQA groups 4, 3, 8
+  uint64_t seed = 7000;
+  int index = 0;
+  double worst = 0;
+  for (int D : {64, 128})
+    for (int B : {1, 16, 64})
+      for (KvCacheKind kind :
+           {KvCacheKind::pbb, KvCacheKind::swa_ring, KvCacheKind::swa_linear, KvCacheKind::full}) {
+        const Heads h = heads[size_t(index++ + B) % heads.size()];  // every group with every kind and D
+        int max_splits = 1;
+        const double err = check_kind(kind, B, h.Hq, h.Hkv, D, seed += 10, max_splits);
+        std::printf("decode D=%3d B=%2d Hq=%2d Hkv=%d %-15s worst rel err %.2e (up to %d splits)\n", D, B, h.Hq, h.Hkv,
+                    kind_name(kind), err, max_splits);
+        worst = std::max(worst, err);
+      }
+  std::printf("decode worst rel err %.2e\n", worst);
+}
+
+TEST_CASE("cuda kv cache append and compaction write exactly the named rows") {
+  const DecodeShape sh{3, 4, 2, 64, 10};
+  const size_t nkv = size_t(sh.B) * sh.Hkv * sh.slots * sh.D, nnew = size_t(sh.B) * sh.Hkv * sh.D;
+  auto k = to_bf16(random_floats(nkv, 11)), v = to_bf16(random_floats(nkv, 12));
+  const auto k_new = to_bf16(random_floats(nnew, 13)), v_new = to_bf16(random_floats(nnew, 14));
+  DeviceBuffer<bf16> k_d(k), v_d(v), k_new_d(k_new), v_new_d(v_new);
+  cuda::kv_cache_append(sh, 7, k_new_d.ptr, v_new_d.ptr, k_d.ptr, v_d.ptr, nullptr);
+  cuda::kv_cache_move(sh, 6, 1, 4, k_d.ptr, v_d.ptr, nullptr);  // rows 6..9 -> 1..4 (7 is the new one)
+  auto apply = [&](std::vector<bf16>& cache, const std::vector<bf16>& row) {
+    for (int head = 0; head < sh.B * sh.Hkv; ++head) {
+      bf16* c = cache.data() + size_t(head) * sh.slots * sh.D;
+      std::copy_n(row.data() + size_t(head) * sh.D, sh.D, c + 7 * sh.D);
+      std::copy_n(c + 6 * sh.D, 4 * sh.D, c + 1 * sh.D);
+    }
+  };
+  apply(k, k_new);
+  apply(v, v_new);
+  const auto k_got = k_d.download(), v_got = v_d.download();
+  CHECK(std::equal(k_got.begin(), k_got.end(), k.begin(), [](bf16 a, bf16 b) { return a.bits == b.bits; }));
+  CHECK(std::equal(v_got.begin(), v_got.end(), v.begin(), [](bf16 a, bf16 b) { return a.bits == b.bits; }));
+  CHECK_THROWS(cuda::kv_cache_move(sh, 2, 4, 4, k_d.ptr, v_d.ptr, nullptr));  // overlapping
+  CHECK_THROWS(cuda::kv_cache_append(sh, 10, k_new_d.ptr, v_new_d.ptr, k_d.ptr, v_d.ptr, nullptr));
+}
+
+TEST_CASE("token-by-token cuda decode through device caches matches the CPU caches") {
+  const int B = 4, Hq = 4, Hkv = 2, D = 64, T = 150;
+  const std::vector<KvSlotMap> maps = {KvSlotMap::pbb(32, 8), KvSlotMap::pbb(32, 32), KvSlotMap::swa_ring(24),
+                                       KvSlotMap::swa_linear(24), KvSlotMap::full(T)};
+  uint64_t seed = 9100;
+  for (KvSlotMap map : maps) {
+    KvCache<float> host(map, B, Hkv, D);
+    const DecodeShape sh = host.decode_shape(Hq);
+    const size_t nkv = size_t(B) * Hkv * sh.slots * D, nq = size_t(B) * Hq * D, nnew = size_t(B) * Hkv * D;
+    DeviceBuffer<bf16> k_d(to_bf16(random_floats(nkv, ++seed))), v_d(to_bf16(random_floats(nkv, ++seed)));
+    DeviceBuffer<bf16> q_d(nq), out_d(nq), k_new_d(nnew), v_new_d(nnew);
+    DeviceBuffer<unsigned char> work_d(std::max<size_t>(cuda::decode_workspace_bytes(sh, sh.slots), 1));
+    std::vector<float> ref(nq);
+    double worst = 0;
+    for (int t = 0; t < T; ++t) {
+      const auto q_b = to_bf16(random_floats(nq, ++seed)), k_b = to_bf16(random_floats(nnew, ++seed));
+      const auto v_b = to_bf16(random_floats(nnew, ++seed));
+      const auto q = to_float(q_b), k_new = to_float(k_b), v_new = to_float(v_b);
+      host.append(t, k_new.data(), v_new.data());
+      const KvSlotMap::Append a = map.append(t);
+      cuda::kv_cache_move(sh, a.move.src, a.move.dst, a.move.count, k_d.ptr, v_d.ptr, nullptr);
+      k_new_d.upload(k_b);
+      v_new_d.upload(v_b);
+      cuda::kv_cache_append(sh, a.slot, k_new_d.ptr, v_new_d.ptr, k_d.ptr, v_d.ptr, nullptr);
+      q_d.upload(q_b);
+      const LiveSlots live = map.live(t);
+      cpu::decode_attention_forward(sh, live, q.data(), host.k(), host.v(), ref.data(), static_cast<float*>(nullptr));
+      out_d.poison();
+      cuda::decode_attention_forward(sh, live, q_d.ptr, k_d.ptr, v_d.ptr, out_d.ptr, work_d.ptr, work_d.count,
+                                     nullptr);
+      worst = std::max(worst, relative_error(out_d.download(), ref));
+    }
+    CAPTURE(map.slots());
+    CHECK(worst <= 1e-2);
+    std::printf("token-by-token decode, cache of %d slots (kind %d): worst rel err %.2e\n", map.slots(),
+                int(map.kind()), worst);
+  }
+}
+
+TEST_CASE("cuda decode rejects unsupported arguments") {
+  const LiveSlots live{{}, {0, 4}};
+  CHECK_THROWS(cuda::decode_attention_forward(DecodeShape{1, 2, 2, 96, 8}, live, nullptr, nullptr, nullptr, nullptr,
+                                              nullptr, 0, nullptr));
+  CHECK_THROWS(cuda::decode_attention_forward(DecodeShape{1, 2, 2, 64, 3}, live, nullptr, nullptr, nullptr, nullptr,
+                                              nullptr, 0, nullptr));  // live slots beyond the cache
+}
