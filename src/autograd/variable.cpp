@@ -5,8 +5,10 @@
 namespace hylo {
 
 static thread_local bool g_grad_enabled = true;
+static thread_local bool g_in_backward = false;
 
 bool grad_enabled() { return g_grad_enabled; }
+bool in_backward() { return g_in_backward; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
 
@@ -63,6 +65,10 @@ void Var::backward() {
   Tensor seed = Tensor::empty(shape(), value().dtype(), value().device(), "loss grad");
   seed.fill_(1.0);
   accumulate_grad(seed);
+  struct BackwardFlag {
+    BackwardFlag() { g_in_backward = true; }
+    ~BackwardFlag() { g_in_backward = false; }
+  } flag;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = it->get();
     if (node->backward && node->grad.defined()) {

@@ -60,6 +60,8 @@ class Var {
 };
 
 bool grad_enabled();
+// True while Var::backward() runs the backward closures (op profiling tells phases apart).
+bool in_backward();
 
 // Disables taping in its scope (evaluation, optimizer updates).
 class NoGradGuard {

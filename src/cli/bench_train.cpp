@@ -4,7 +4,8 @@
 //
 // MFU = tokens/s * train_flops_per_token / peak, with train_flops_per_token =
 // 6 * matmul params (LM head included) + 12 * H * hd * mean visited keys per layer
-// (train/flops.h), and peak = 989.4 TFLOP/s dense bf16 (H100/H200 SXM).
+// (train/flops.h), and peak = 989.4 TFLOP/s dense bf16 (H100/H200 SXM). With HYLO_PROFILE=1 it
+// also prints GPU time per op (forward/backward) over the timed steps.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -22,6 +23,8 @@
 
 #if HYLO_WITH_CUDA
 #include "core/cuda/allocator.h"
+#include "core/cuda/profile.h"
+#include "core/cuda/tensor_kernels.h"
 #endif
 
 namespace hylo {
@@ -57,6 +60,9 @@ int run_bench_train(const Args& args) {
   std::vector<double> step_ms;
   double loss = 0;
   for (int s = 0; s < warmup + steps; ++s) {
+#if HYLO_WITH_CUDA
+    if (s == warmup && device == Device::cuda) cuda::profile_reset();
+#endif
     auto t0 = std::chrono::steady_clock::now();
     optimizer.zero_grad();
     for (int micro = 0; micro < t.accumulation_steps(); ++micro) {
@@ -66,7 +72,9 @@ int run_bench_train(const Args& args) {
     }
     const double norm = optimizer.grad_norm();  // reads back: the step's work is done after this
     optimizer.step(t.lr, norm > t.grad_clip ? t.grad_clip / norm : 1.0);
-    (void)optimizer.grad_norm();  // waits for AdamW too, so the clock covers the whole step
+#if HYLO_WITH_CUDA
+    if (device == Device::cuda) cuda::synchronize();  // AdamW too: the clock covers the whole step
+#endif
     if (s >= warmup)
       step_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -88,6 +96,9 @@ int run_bench_train(const Args& args) {
   fmt::print("{:<28} {:>10} {:>12} {:>7} {:>9}\n", "config", "step ms", "tokens/s", "mfu", "peak GiB");
   fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", args[0], median_ms, tokens_per_s, 100 * mfu, peak_gib);
   if (!json_path.empty()) std::ofstream(json_path) << result << "\n";
+#if HYLO_WITH_CUDA
+  if (device == Device::cuda && cuda::profiling_enabled()) fmt::print("{}", cuda::profile_report(steps));
+#endif
   return 0;
 }
 

@@ -64,7 +64,8 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
   Var xs_AD = moe_permute(x_ND, plan);
   Var h_AF = swiglu(moe_grouped_linear(xs_AD, w_in_E2FD, plan));
   Var y_ND = moe_combine(moe_grouped_linear(h_AF, w_out_EDF, plan), w_NK, plan);
-  if (shared_w_in_2SD.defined()) y_ND = add(y_ND, linear(swiglu(linear(x_ND, shared_w_in_2SD)), shared_w_out_DS));
+  if (shared_w_in_2SD.defined())  // summed into the shared branch's linear output, read by no backward
+    y_ND = residual_add(y_ND, linear(swiglu(linear(x_ND, shared_w_in_2SD)), shared_w_out_DS));
 
   stats_.aux_loss = 0;
   if (aux_loss && aux_coef_ > 0) {

@@ -76,7 +76,7 @@ Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T, st
     Var layer_aux;
     Var y = b.moe->forward(g, aux ? &layer_aux : nullptr);
     if (aux && layer_aux.defined()) aux->push_back(layer_aux);
-    return add(x, y);
+    return residual_add(x, y);  // no backward reads the combine output (see ops/moe.cpp)
   }
   return residual_add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
 }

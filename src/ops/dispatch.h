@@ -7,6 +7,7 @@
 #include "autograd/variable.h"
 
 #if HYLO_WITH_CUDA
+#include "core/cuda/profile.h"
 #include "core/cuda/tensor_kernels.h"
 #endif
 
@@ -28,6 +29,7 @@ bool on_cuda(const Tensor& t, const char* op, F&& f) {
   if (t.device() != Device::cuda) return false;
 #if HYLO_WITH_CUDA
   HYLO_CHECK(t.dtype() == DType::bf16, "{}: cuda path computes in bf16, got {}", op, dtype_name(t.dtype()));
+  cuda::ProfileScope profile(op, in_backward() ? ".bwd" : ".fwd");
   f();
 #else
   HYLO_FAIL("{}: cuda tensor in a build without CUDA", op);

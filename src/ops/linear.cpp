@@ -38,7 +38,10 @@ Var linear(const Var& x, const Var& w) {
   return Var::from_op(Y, {x, w}, [N, in, out](const Tensor& dY, std::vector<Var>& inputs) {
     const Tensor& X = inputs[0].value();
     const Tensor& W = inputs[1].value();
-    if (inputs[0].requires_grad()) {
+    if (inputs[0].requires_grad() && inputs[0].has_grad()) {
+      // A second reader of x (q, k, v read the same normed x) adds into its gradient: beta = 1.
+      matmul_into(false, false, N, in, out, dY, W, inputs[0].mutable_grad(), true);  // dX += dY @ W
+    } else if (inputs[0].requires_grad()) {
       Tensor dX = Tensor::empty({N, in}, X.dtype(), X.device(), "linear dx");
       matmul_into(false, false, N, in, out, dY, W, dX, false);  // dX = dY @ W
       inputs[0].accumulate_grad(dX);

@@ -6,6 +6,7 @@
 #include "ops/cpu/elementwise.h"
 
 #if HYLO_WITH_CUDA
+#include "core/cuda/profile.h"
 #include "core/cuda/tensor_kernels.h"
 #include "kernels/adamw/adamw.h"
 #include "kernels/elementwise/elementwise.h"
@@ -49,6 +50,7 @@ double AdamW::grad_norm() const {
   if (device_ == Device::cpu)
     return cpu::global_norm(int(buffers.size()), reinterpret_cast<const float* const*>(buffers.data()), sizes.data());
 #if HYLO_WITH_CUDA
+  cuda::ProfileScope profile("grad_norm");
   Tensor norm = Tensor::empty({1}, DType::f32, Device::cuda, "grad norm");
   cuda::global_norm(int(buffers.size()), reinterpret_cast<const bf16* const*>(buffers.data()), sizes.data(),
                     norm.data<float>(), cuda::stream());
@@ -72,6 +74,7 @@ void AdamW::step(double lr, double grad_scale) {
       continue;
     }
 #if HYLO_WITH_CUDA
+    cuda::ProfileScope profile("adamw");
     cuda::AdamWStep hp;
     hp.lr = float(lr);
     hp.beta1 = float(options_.beta1);

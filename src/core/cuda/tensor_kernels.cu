@@ -15,6 +15,8 @@ cudaStream_t stream() {
   return s;
 }
 
+void synchronize() { HYLO_CUDA_CHECK(cudaStreamSynchronize(stream())); }
+
 template <class T> __device__ __forceinline__ float load_f(const T* p, int64_t i) { return float(p[i]); }
 template <> __device__ __forceinline__ float load_f(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
 template <class T> __device__ __forceinline__ void store_f(T* p, int64_t i, double v) { p[i] = T(v); }

@@ -10,6 +10,7 @@
 namespace hylo::cuda {
 
 cudaStream_t stream();
+void synchronize();  // waits for all work on stream()
 void fill(void* dst, DType dtype, int64_t n, double value);
 void add(void* dst, const void* src, DType dtype, int64_t n, double alpha);  // dst += alpha * src
 void cast(const void* src, DType from, void* dst, DType to, int64_t n);

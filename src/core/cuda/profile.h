@@ -1,0 +1,26 @@
+// Opt-in GPU time per op (HYLO_PROFILE=1): CUDA events around each op's device work, summed by
+// name, read once at report time so profiling adds no synchronisation to the step.
+#pragma once
+#include <string>
+
+namespace hylo::cuda {
+
+bool profiling_enabled();
+
+// Times the device work issued on hylo's stream during its lifetime (no-op when disabled).
+class ProfileScope {
+ public:
+  explicit ProfileScope(const char* name, const char* phase = "");
+  ~ProfileScope();
+  ProfileScope(const ProfileScope&) = delete;
+  ProfileScope& operator=(const ProfileScope&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+void profile_reset();
+// "name  total ms  calls  ms/step" rows, largest first, over `steps` steps.
+std::string profile_report(int steps);
+
+}  // namespace hylo::cuda
