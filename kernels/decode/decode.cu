@@ -3,7 +3,7 @@
 //
 // Thread block = 128 threads = kGroups lane groups of D/8 lanes; a lane group owns one key row at a
 // time, each lane 8 dims (one 16-byte load of k, one of v). Per iteration every group issues
-// kKeysPerGroup k and v loads before using any, and the block covers kGroups * kKeysPerGroup
+// U = KeysPerGroup<D> k and v loads before using any, and the block covers kGroups * U
 // consecutive live keys (consecutive rows within a range: coalesced). Scores are reduced across
 // the group with shuffles; each group keeps its own online softmax (max, sum, acc) for the GT
 // query heads of its kv head; groups are merged through shared memory at the end.
@@ -11,7 +11,8 @@
 // keys; with splits > 1 the block writes an unnormalised partial and decode_combine_kernel
 // merges the splits (second pass).
 //
-// Legend: GT query heads per block (a divisor of the GQA group, <= 8), U = kKeysPerGroup.
+// Legend: GT query heads per block (a divisor of the GQA group, <= 8), U keys per lane group per
+// iteration.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -27,14 +28,18 @@ namespace decode {
 namespace {
 
 // Defaults from the sweep in experiments/results/decode.md; sweeps rebuild with the macros set.
-#ifndef HYLO_DECODE_KEYS_PER_GROUP
-#define HYLO_DECODE_KEYS_PER_GROUP 4
+#ifndef HYLO_DECODE_KEYS64
+#define HYLO_DECODE_KEYS64 2
+#endif
+#ifndef HYLO_DECODE_KEYS128
+#define HYLO_DECODE_KEYS128 4
 #endif
 #ifndef HYLO_DECODE_BLOCKS_PER_SM
 #define HYLO_DECODE_BLOCKS_PER_SM 8
 #endif
 constexpr int kThreads = 128;
-constexpr int kKeysPerGroup = HYLO_DECODE_KEYS_PER_GROUP;  // k and v loads in flight per lane
+// Keys per lane group per iteration: the k and v loads each lane has in flight.
+template <int D> constexpr int kKeysPerGroup = D == 64 ? HYLO_DECODE_KEYS64 : HYLO_DECODE_KEYS128;
 constexpr int kMaxSplits = 32;
 constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about this many blocks per SM
 constexpr float kLog2e = 1.4426950408889634f;
@@ -65,7 +70,7 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&f)[8]) {
 
 template <int D, int GT>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
-  constexpr int kLanes = D / 8, kGroups = kThreads / kLanes, U = kKeysPerGroup, kStep = kGroups * U;
+  constexpr int kLanes = D / 8, kGroups = kThreads / kLanes, U = kKeysPerGroup<D>, kStep = kGroups * U;
   __shared__ float red_m[kGroups][GT], red_l[kGroups][GT];
   __shared__ __align__(16) float red_acc[kGroups][GT][D];
 
@@ -253,7 +258,7 @@ int heads_per_block(int group) {
   return 1;
 }
 
-int keys_per_step(int D) { return (kThreads / (D / 8)) * kKeysPerGroup; }
+int keys_per_step(int D) { return (kThreads / (D / 8)) * (D == 64 ? kKeysPerGroup<64> : kKeysPerGroup<128>); }
 
 int sm_count() {
   int device = 0, sms = 0;

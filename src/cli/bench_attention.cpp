@@ -1,7 +1,7 @@
 // `hylo bench attention`: CUDA events around each call, warm-up first, median of the timed
 // iterations. Inputs are random bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so
 // that filling gigabytes costs no host time.
-#include "cli/bench_attention.h"
+#include "cli/commands.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>

@@ -5,7 +5,7 @@
 // consecutive timed steps rotate through them so that the live bytes of the rotation exceed 4x
 // the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
-#include "cli/bench_decode.h"
+#include "cli/commands.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>

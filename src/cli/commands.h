@@ -14,5 +14,6 @@ int run_params_command(const Args& args);
 int run_data_command(const Args& args);        // cli/data_commands.cpp
 int run_bench_attention(const Args& args);     // cli/bench_attention.cpp
 int run_bench_train(const Args& args);         // cli/bench_train.cpp
+int run_bench_decode(const Args& args);        // cli/bench_decode.cpp
 
 }  // namespace hylo

@@ -1,5 +1,7 @@
 #include "cli/data_commands.h"
 
+#include "cli/commands.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 

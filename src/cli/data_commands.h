@@ -13,8 +13,6 @@
 
 namespace hylo {
 
-int run_data_command(const std::vector<std::string>& args);
-
 namespace data {
 
 inline constexpr const char* kDefaultTokenizerPath = "data/tokenizer/r50k_base.tiktoken";

@@ -14,15 +14,17 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   params CONFIG [--set key=value]...
   data prepare|encode|decode|inspect ...
   bench attention [--kind pbb|swa|full ...]
+  bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
 )";
 
 int run_bench(const hylo::Args& args) {
-  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention or train)");
+  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention, train or decode)");
   hylo::Args rest(args.begin() + 1, args.end());
   if (args[0] == "attention") return hylo::run_bench_attention(rest);
   if (args[0] == "train") return hylo::run_bench_train(rest);
-  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention or train)", args[0]);
+  if (args[0] == "decode") return hylo::run_bench_decode(rest);
+  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention, train or decode)", args[0]);
 }
 
 }  // namespace

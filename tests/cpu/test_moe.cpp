@@ -17,6 +17,7 @@
 #include "nn/transformer.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
+#include "train/buffers.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/flops.h"
@@ -518,7 +519,7 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
     state.optim_m.push_back({name, first_opt.moments_m()[i]});
     state.optim_v.push_back({name, first_opt.moments_v()[i]});
   }
-  for (const NamedBufferRef& b : first.buffers()) state.buffers.push_back({b.name, b.value.to(Device::cpu)});
+  state.buffers = buffer_tensors(first);
   CHECK(std::any_of(state.buffers.begin(), state.buffers.end(), [](const NamedTensor& b) {
     const std::vector<float> v = b.value.to_vector<float>();
     return std::any_of(v.begin(), v.end(), [](float x) { return x != 0.0f; });
@@ -540,12 +541,7 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
     }
     opt.load_masters(masters);
     opt.set_steps_taken(loaded.step);
-    std::vector<NamedBufferRef> buffers = model.buffers();
-    REQUIRE(buffers.size() == loaded.buffers.size());
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      REQUIRE(buffers[i].name == loaded.buffers[i].name);
-      if (with_buffers) buffers[i].value.copy_from(loaded.buffers[i].value);
-    }
+    if (with_buffers) restore_buffers(model, loaded, path);
     return train(model, opt, split, steps);
   };
   const std::vector<float> resumed = resume(true);
@@ -553,6 +549,27 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
   // Without the buffers the run is a different run: the biases are state, not decoration.
   const std::vector<float> forgetful = resume(false);
   CHECK(forgetful != std::vector<float>(reference.begin() + split, reference.end()));
+
+  // A checkpoint without the biases (or with other ones) is refused in one line naming them.
+  Transformer model(c, 5);
+  CheckpointState missing = loaded;
+  missing.buffers.pop_back();
+  try {
+    restore_buffers(model, missing, "ck.h5");
+    FAIL("restore_buffers accepted a checkpoint without blocks.3.moe.router_bias");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "ck.h5: buffer /buffers/blocks.3.moe.router_bias is missing (the checkpoint holds 1 "
+                                   "buffers, the model 2)");
+  }
+  CheckpointState extra = loaded;
+  extra.buffers.push_back({"blocks.9.moe.router_bias", Tensor::zeros({4}, DType::f32)});
+  CHECK_THROWS_WITH_AS(restore_buffers(model, extra, "ck.h5"), doctest::Contains("blocks.9.moe.router_bias"), Error);
+  CHECK(buffer_tensors(model).size() == 2);
+  ModelConfig dense_config = c;
+  dense_config.moe.experts = 0;
+  Transformer dense(dense_config, 5);
+  CHECK(buffer_tensors(dense).empty());
+  restore_buffers(dense, CheckpointState{}, "dense.h5");  // a dense model has none, and needs none
 }
 
 TEST_CASE("MoE config validation: one line naming the keys") {
