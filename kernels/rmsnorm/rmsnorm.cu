@@ -9,7 +9,7 @@ namespace {
 
 constexpr int kForwardThreads = 256;  // 8 rows per block, one per warp
 constexpr int kBackwardThreads = 256;
-constexpr int kMaxBackwardBlocks = 4096;  // many short blocks: each row's two passes are latency-bound
+constexpr int kMaxBackwardBlocks = 1024;
 constexpr int kMaxWidth = 8192;  // the per-block dw partial (fp32, 32 KiB) stays under the 48 KiB default
 
 template <int VEC>
@@ -137,11 +137,8 @@ void rmsnorm_backward(int N, int D, const bf16* x_ND, const bf16* w_D, const flo
   float* partial_GD = dw_D ? static_cast<float*>(stream_scratch(size_t(G) * D * sizeof(float), stream)) : nullptr;
   size_t smem = dw_D ? size_t(D) * sizeof(float) : 0;
   bool vec = D % 8 == 0 && aligned16(x_ND) && aligned16(dy_ND) && aligned16(dx_ND) && (!w_D || aligned16(w_D));
-  // One thread per 8-column vector of a row (up to kBackwardThreads): no idle lanes at D = 1024.
-  const int vec_threads = int(ceil_div(D / 8, 32)) * 32;
-  const int threads = vec_threads < kBackwardThreads ? vec_threads : kBackwardThreads;
   if (vec)
-    rmsnorm_backward_kernel<8><<<G, threads, smem, stream>>>(
+    rmsnorm_backward_kernel<8><<<G, kBackwardThreads, smem, stream>>>(
         N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N, as_nv(dy_ND), as_nv(dx_ND), partial_GD);
   else
     rmsnorm_backward_kernel<1><<<G, kBackwardThreads, smem, stream>>>(

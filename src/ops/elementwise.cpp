@@ -23,7 +23,10 @@ Var residual_add(const Var& x, const Var& branch) {
   Tensor out = branch.value();  // shares the branch's storage: see ops.h
   out.add_(x.value());
   return Var::from_op(out, {x, branch}, [](const Tensor& g, std::vector<Var>& in) {
-    if (in[0].requires_grad()) in[0].accumulate_grad(in[1].requires_grad() ? g.clone() : g);
+    // Both inputs may share one gradient buffer: the branch is computed from x, so every other
+    // reader of x is an ancestor of the branch and adds into x's gradient only after the
+    // branch's own backward has consumed it (reverse topological order).
+    if (in[0].requires_grad()) in[0].accumulate_grad(g);
     if (in[1].requires_grad()) in[1].accumulate_grad(g);
   });
 }
