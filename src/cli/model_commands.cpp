@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "nn/transformer.h"
+#include "train/buffers.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
@@ -70,6 +71,7 @@ int run_eval_command(const Args& args) {
   }
   AdamW placement(params, AdamWOptions{}, device);
   placement.load_masters(masters);
+  restore_buffers(model, state, path);  // MoE router biases steer selection: eval must route as training did
   EvalResult r = evaluate_val_loss(model, config, device);
   fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", path, state.step, r.loss,
              r.perplexity, r.tokens, config.data.val);

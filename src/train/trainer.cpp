@@ -8,6 +8,7 @@
 #include "data/loader.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
+#include "train/buffers.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
@@ -116,6 +117,7 @@ void Trainer::restore(const std::string& path) {
   optimizer_->load_masters(masters);
   optimizer_->set_steps_taken(s.step);
   loader_->restore(s.data_cursor);
+  restore_buffers(*model_, s, path);
   start_step_ = s.step;
 }
 
@@ -128,6 +130,7 @@ void Trainer::save(int64_t step) {
     s.optim_m.push_back({params[i].name, optimizer_->moments_m()[i].to(Device::cpu)});
     s.optim_v.push_back({params[i].name, optimizer_->moments_v()[i].to(Device::cpu)});
   }
+  s.buffers = buffer_tensors(*model_);
   s.rng = {config_.train.seed, uint64_t(step)};
   s.data_cursor = loader_->cursor();
   s.config_yaml = to_yaml(config_);
@@ -168,9 +171,12 @@ int Trainer::run() {
     if (finite) {
       const double clip = t.grad_clip > 0 && norm > t.grad_clip ? t.grad_clip / norm : 1.0;
       optimizer_->step(lr, clip);
+      model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {
       HYLO_FAIL("step {}: non-finite loss {} / grad norm {} (first bad gradient: {}); aborting without saving",
                 step + 1, loss, norm, first_nonfinite_grad(model_->parameters()));
+    } else {
+      model_->discard_router_load();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tokens_per_s = tokens_per_step / seconds;
@@ -180,6 +186,11 @@ int Trainer::run() {
     row.add("step", done).add("loss", loss).add("lr", lr).add("grad_norm", norm);
     row.add("tokens", int64_t(double(done) * tokens_per_step)).add("tokens_per_s", tokens_per_s).add("mfu", mfu);
     if (!finite) row.add("skipped", int64_t(1));
+    for (const MoeLayerStats& m : model_->moe_stats()) {  // last micro-batch of the step
+      const std::string p = fmt::format("moe.{}.", m.layer);
+      row.add(p + "aux_loss", m.aux_loss).add(p + "load_min", m.min_load()).add(p + "load_max", m.max_load());
+      row.add(p + "load_cv", m.load_cv()).add(p + "dropped", m.dropped);
+    }
     metrics_->write(row);
     if (done % t.log_every == 0 || done == t.steps || !finite)
       log_line(metrics_.get(), progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
