@@ -87,9 +87,15 @@ int run_params_command(const Args& args) {
   }
   Config config = load_config(args[0], overrides);
   fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
-  for (const ParamCount& row : count_parameters(config.model))
+  const auto print_row = [](const ParamCount& row) {
     fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,
                row.active / 1e6);
+  };
+  const std::vector<ParamCount> rows = count_parameters(config.model);
+  for (const ParamCount& row : rows) print_row(row);
+  // The figure papers quote: everything but the (tied) token embedding.
+  const ParamCount& embedding = rows.front();
+  print_row({"non-embed", rows.back().stored - embedding.stored, rows.back().active - embedding.active});
   const double flops = train_flops_per_token(config.model, config.train.seq_len);
   fmt::print("training FLOPs per token at seq_len {}: {:.4g} (6 x matmul params + 12 x H x hd x mean visited keys "
              "per layer)\n",

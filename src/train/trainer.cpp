@@ -53,7 +53,7 @@ class Trainer {
   int run();
 
  private:
-  double train_step(int64_t step, double lr);
+  double train_step();
   void save(int64_t step);
   void restore(const std::string& path);
   void report_memory();
@@ -140,7 +140,7 @@ void Trainer::save(int64_t step) {
 }
 
 // Forward + backward over all micro-batches; returns the mean loss of the step.
-double Trainer::train_step(int64_t, double) {
+double Trainer::train_step() {
   double loss_sum = 0;
   const int T = config_.train.seq_len;
   for (int micro = 0; micro < accumulation_; ++micro) {
@@ -165,7 +165,7 @@ int Trainer::run() {
     auto t0 = std::chrono::steady_clock::now();
     optimizer_->zero_grad();
     const double lr = schedule_.at(step);
-    const double loss = train_step(step, lr);
+    const double loss = train_step();
     const double norm = optimizer_->grad_norm();
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
