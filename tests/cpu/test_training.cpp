@@ -15,6 +15,7 @@
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "train/optimizer.h"
+#include "train/schedule.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;
@@ -184,4 +185,50 @@ TEST_CASE("bad input gives a one-line error naming the file, key or value") {
   CHECK(clash.exit_code != 0);
   CHECK(clash.output.find("different config") != std::string::npos);
   CHECK(run(ws.train("taken", "--set train.steps=3 --overwrite")).exit_code == 0);
+}
+
+TEST_CASE("learning-rate schedules: linear warmup, then cosine or WSD down to the floor") {
+  LrSchedule cosine{1.0, 0.1, 10, 110, "cosine", 0.2};
+  CHECK(cosine.at(0) == doctest::Approx(0.1));
+  CHECK(cosine.at(9) == doctest::Approx(1.0));
+  CHECK(cosine.at(60) == doctest::Approx(0.55));  // half way: the mean of peak and floor
+  CHECK(cosine.at(110) == doctest::Approx(0.1));
+  LrSchedule wsd{1.0, 0.1, 10, 110, "wsd", 0.2};
+  CHECK(wsd.at(50) == doctest::Approx(1.0));   // stable phase
+  CHECK(wsd.at(90) == doctest::Approx(1.0));   // decay starts at 80% of the post-warmup steps
+  CHECK(wsd.at(100) == doctest::Approx(0.55));
+  CHECK(wsd.at(110) == doctest::Approx(0.1));
+}
+
+TEST_CASE("gradient accumulation: 2 micro-batches of 2 follow the curve of one batch of 4") {
+  Workspace ws("accum");
+  REQUIRE(run(ws.train("whole", "--set train.steps=10")).exit_code == 0);
+  REQUIRE(run(ws.train("micro", "--set train.steps=10 --set train.micro_batch_size=2")).exit_code == 0);
+  const auto parse = [&](const std::string& name) {
+    std::vector<double> losses;
+    for (const std::string& row : ws.loss_rows(name)) losses.push_back(std::stod(row.substr(row.rfind(':') + 1)));
+    return losses;
+  };
+  const auto a = parse("whole"), b = parse("micro");
+  REQUIRE(a.size() == 10);
+  REQUIRE(b.size() == 10);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-4));
+}
+
+TEST_CASE("non-finite loss: policy skip drops the update and logs it, policy abort exits naming the step") {
+  Workspace ws("nan");
+  // An absurd learning rate blows the weights up after the first update.
+  const std::string blow_up = "--set train.steps=6 --set train.lr=1e30 --set train.warmup_steps=0 --set train.grad_clip=0";
+  const auto skipped = run(ws.train("skip", blow_up + " --set train.nan_policy=skip"));
+  REQUIRE_MESSAGE(skipped.exit_code == 0, skipped.output);
+  CHECK(skipped.output.find("non-finite: update skipped") != std::string::npos);
+  std::ifstream metrics(ws.dir / "skip/metrics.jsonl");
+  std::string all((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
+  CHECK(all.find("\"skipped\":1") != std::string::npos);
+
+  const auto aborted = run(ws.train("abort", blow_up + " --set train.nan_policy=abort"));
+  CHECK(aborted.exit_code != 0);
+  CHECK(aborted.output.find("non-finite") != std::string::npos);
+  CHECK(aborted.output.find("aborting without saving") != std::string::npos);
+  CHECK(fs::is_empty(ws.dir / "abort/checkpoints"));
 }
