@@ -2,6 +2,7 @@
 // iterations. Inputs are random bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so
 // that filling gigabytes costs no host time.
 #include "cli/commands.h"
+#include "cli/flags.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -38,24 +39,7 @@ struct BenchOptions {
   std::string json;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-int parse_int(const std::string& flag, const std::string& text) {
-  int value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
-             "bench attention: {} needs a positive integer, got '{}'", flag, text);
-  return value;
-}
+int parse_int(const std::string& flag, const std::string& text) { return parse_positive_int("bench attention", flag, text); }
 
 BenchOptions parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
@@ -63,12 +47,7 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
     const std::string& flag = args[i];
     HYLO_CHECK(i + 1 < args.size(), "bench attention: {} needs a value", flag);
     const std::string& value = args[i + 1];
-    auto ints = [&] {
-      std::vector<int> v;
-      for (const auto& s : split_commas(value)) v.push_back(parse_int(flag, s));
-      HYLO_CHECK(!v.empty(), "bench attention: {} needs a value", flag);
-      return v;
-    };
+    auto ints = [&] { return parse_int_list("bench attention", flag, value); };
     if (flag == "--kind") {
       o.kinds = split_commas(value);
       for (const auto& k : o.kinds)

@@ -6,6 +6,7 @@
 // the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
 #include "cli/commands.h"
+#include "cli/flags.h"
 
 #include <fmt/chrono.h>
 #include <fmt/format.h>
@@ -44,24 +45,7 @@ struct DecodeOptions {
   std::string json;
 };
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = std::min(s.find(',', start), s.size());
-    if (end > start) out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-int parse_int(const std::string& flag, const std::string& text) {
-  int value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
-             "bench decode: {} needs a positive integer, got '{}'", flag, text);
-  return value;
-}
+int parse_int(const std::string& flag, const std::string& text) { return parse_positive_int("bench decode", flag, text); }
 
 DecodeOptions parse_options(const std::vector<std::string>& args) {
   DecodeOptions o;
@@ -69,12 +53,7 @@ DecodeOptions parse_options(const std::vector<std::string>& args) {
     const std::string& flag = args[i];
     HYLO_CHECK(i + 1 < args.size(), "bench decode: {} needs a value", flag);
     const std::string& value = args[i + 1];
-    auto ints = [&] {
-      std::vector<int> v;
-      for (const auto& s : split_commas(value)) v.push_back(parse_int(flag, s));
-      HYLO_CHECK(!v.empty(), "bench decode: {} needs a value", flag);
-      return v;
-    };
+    auto ints = [&] { return parse_int_list("bench decode", flag, value); };
     if (flag == "--batch") o.batches = ints();
     else if (flag == "--hd") o.hds = ints();
     else if (flag == "--block") o.block = parse_int(flag, value);

@@ -1,0 +1,36 @@
+#include "cli/flags.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/error.h"
+
+namespace hylo {
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    if (end > start) out.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+int parse_positive_int(const std::string& command, const std::string& flag, const std::string& text) {
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
+             "{}: {} needs a positive integer, got '{}'", command, flag, text);
+  return value;
+}
+
+std::vector<int> parse_int_list(const std::string& command, const std::string& flag, const std::string& text) {
+  std::vector<int> values;
+  for (const std::string& item : split_commas(text)) values.push_back(parse_positive_int(command, flag, item));
+  HYLO_CHECK(!values.empty(), "{}: {} needs a value", command, flag);
+  return values;
+}
+
+}  // namespace hylo
