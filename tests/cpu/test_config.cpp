@@ -96,11 +96,11 @@ model:
   n_heads: 8
   local: {kind: swa, window: 64}
   moe: {experts: 8, top_k: 2, router: sigmoid}
+  qk_norm: yes
 train:
   lr: 1.0e-3
   steps: 1e3          # an exactly integral float is accepted for an integer key
   seed: 18446744073709551615
-  recompute: yes
 data:
   val: ""
 device: cuda
@@ -114,7 +114,7 @@ device: cuda
   CHECK(c.train.lr == 1e-3);
   CHECK(c.train.steps == 1000);
   CHECK(c.train.seed == std::numeric_limits<uint64_t>::max());
-  CHECK(c.train.recompute);
+  CHECK(c.model.qk_norm);
   CHECK(c.data.val.empty());
   CHECK(c.device == "cuda");
 
@@ -254,7 +254,7 @@ TEST_CASE("config: to_yaml writes every key and reads back equal") {
   c.train.steps = int64_t(1) << 40;
   c.train.schedule = "wsd";
   c.train.nan_policy = "abort";
-  c.train.recompute = true;
+  c.model.qk_norm = true;
   c.train.eps = 1e-8;
   c.data.train = "data/yes";
   c.data.val = "123";  // must come back a string, not a number
