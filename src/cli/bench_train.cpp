@@ -46,7 +46,7 @@ int run_bench_train(const Args& args) {
   }
   HYLO_CHECK(steps > 0 && warmup >= 0, "bench train: --steps must be positive and --warmup non-negative");
   const Config config = load_config(args[0], overrides);
-  const Device device = config.device == "cuda" ? Device::cuda : Device::cpu;
+  const Device device = training_device(config);
   const TrainConfig& t = config.train;
   const int B = t.micro_batch(), T = t.seq_len;
 

@@ -12,6 +12,9 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
         [--device cpu|cuda] [--stop-at STEP]
   eval RUN_DIR_OR_CHECKPOINT [--set key=value]...
   params CONFIG [--set key=value]...
+  generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
+        [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
+        [--set key=value]...
   data prepare|encode|decode|inspect ...
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
@@ -35,8 +38,8 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::map<std::string, int (*)(const hylo::Args&)> commands{
-      {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command}, {"params", hylo::run_params_command},
-      {"data", hylo::run_data_command},   {"bench", run_bench},
+      {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command},         {"params", hylo::run_params_command},
+      {"data", hylo::run_data_command},   {"generate", hylo::run_generate_command}, {"bench", run_bench},
   };
   const std::string name = argv[1];
   const hylo::Args args(argv + 2, argv + argc);

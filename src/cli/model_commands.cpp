@@ -1,20 +1,15 @@
 // `hylo train`, `hylo eval`, `hylo params`.
 #include <fmt/format.h>
 
-#include <filesystem>
 
 #include "cli/commands.h"
-#include "nn/transformer.h"
-#include "train/buffers.h"
-#include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
-#include "train/optimizer.h"
+#include "train/model_checkpoint.h"
 #include "train/trainer.h"
 
 namespace hylo {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -50,31 +45,10 @@ int run_eval_command(const Args& args) {
     HYLO_CHECK(args[i] == "--set", "eval: unexpected argument '{}'", args[i]);
     overrides.push_back(flag_value(args, i));
   }
-  std::string path = args[0];
-  if (fs::is_directory(path)) {
-    auto latest = latest_valid_checkpoint(path);
-    HYLO_CHECK(latest.has_value(), "{}: no valid checkpoint under {}/checkpoints", path, path);
-    path = *latest;
-  }
-  CheckpointState state = load_checkpoint(path);
-  Config config = config_from_yaml_text(state.config_yaml, path + ":/config", overrides);
-  const Device device = config.device == "cuda" ? Device::cuda : Device::cpu;
-  Transformer model(config.model, config.train.seed);
-  ParamList& params = model.parameters();
-  HYLO_CHECK(state.model.size() == params.size(), "{}: holds {} parameters, the config builds {}", path,
-             state.model.size(), params.size());
-  std::vector<Tensor> masters;
-  for (size_t i = 0; i < params.size(); ++i) {
-    HYLO_CHECK(state.model[i].name == params[i].name, "{}: parameter {} is {}, expected {}", path, i,
-               state.model[i].name, params[i].name);
-    masters.push_back(state.model[i].value);
-  }
-  AdamW placement(params, AdamWOptions{}, device);
-  placement.load_masters(masters);
-  restore_buffers(model, state, path);  // MoE router biases steer selection: eval must route as training did
-  EvalResult r = evaluate_val_loss(model, config, device);
-  fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", path, state.step, r.loss,
-             r.perplexity, r.tokens, config.data.val);
+  const LoadedModel loaded = load_model_checkpoint(args[0], overrides);
+  const EvalResult r = evaluate_val_loss(*loaded.model, loaded.config, training_device(loaded.config));
+  fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", loaded.path, loaded.step, r.loss,
+             r.perplexity, r.tokens, loaded.config.data.val);
   return 0;
 }
 

@@ -51,7 +51,9 @@ Transformer::Transformer(const ModelConfig& c, uint64_t seed) : config_(c) {
   head_VD = c.tie_embeddings ? embed_VD : make_parameter(params_, "head", {c.vocab_size, D}, std, true, seed);
 }
 
-Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T, std::vector<Var>* aux) const {
+Transformer::AttentionInputs Transformer::attention_inputs(int layer, const Var& x_ND, int B, int T,
+                                                           int pos_offset) const {
+  const Block& b = blocks_.at(size_t(layer));
   const ModelConfig& c = config_;
   const int64_t hd = c.head_dim(), H = c.n_heads, Hkv = c.kv_heads();
   const double eps = c.norm_eps;
@@ -65,13 +67,19 @@ Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T, st
     k = reshape(rmsnorm(reshape(k, {-1, hd}), b.attn.k_norm, eps), {B, T, Hkv, hd});
   }
   if (!b.attn.nope) {
-    q = rope(q, b.attn.rope_theta);
-    k = rope(k, b.attn.rope_theta);
+    q = rope(q, b.attn.rope_theta, pos_offset);
+    k = rope(k, b.attn.rope_theta, pos_offset);
   }
-  Var a = reshape(attention(q, k, v, b.attn.mask), {int64_t(B) * T, H * hd});
-  Var x = residual_add(x_ND, linear(a, b.attn.wo_DQ));
+  return {q, k, v};
+}
 
-  Var g = rmsnorm(x, b.ffn_norm, eps);
+Var Transformer::attention_residual(int layer, const Var& x_ND, const Var& a_NQ) const {
+  return residual_add(x_ND, linear(a_NQ, blocks_.at(size_t(layer)).attn.wo_DQ));
+}
+
+Var Transformer::ffn_residual(int layer, const Var& x, std::vector<Var>* aux) const {
+  const Block& b = blocks_.at(size_t(layer));
+  Var g = rmsnorm(x, b.ffn_norm, config_.norm_eps);
   if (b.moe) {
     Var layer_aux;
     Var y = b.moe->forward(g, aux ? &layer_aux : nullptr);
@@ -81,14 +89,27 @@ Var Transformer::block_forward(const Block& b, const Var& x_ND, int B, int T, st
   return residual_add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
 }
 
+Var Transformer::block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const {
+  const int64_t Q = int64_t(config_.n_heads) * config_.head_dim();
+  const AttentionInputs in = attention_inputs(layer, x_ND, B, T, 0);
+  Var a = reshape(attention(in.q, in.k, in.v, layer_mask(layer)), {int64_t(B) * T, Q});
+  return ffn_residual(layer, attention_residual(layer, x_ND, a), aux);
+}
+
+Var Transformer::embed(const Tensor& ids_N) const { return embedding(ids_N, embed_VD); }
+
+Var Transformer::logits(const Var& x_ND) const {
+  return linear(rmsnorm(x_ND, final_norm, config_.norm_eps), head_VD);
+}
+
 Var Transformer::forward(const Tensor& ids_BT) const { return linear(hidden_states(ids_BT, nullptr), head_VD); }
 
 Var Transformer::hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const {
   HYLO_CHECK(ids_BT.dim() == 2 && ids_BT.dtype() == DType::i32, "forward: ids must be (B, T) int32, got {} {}",
              dtype_name(ids_BT.dtype()), shape_str(ids_BT.shape()));
   const int B = int(ids_BT.size(0)), T = int(ids_BT.size(1));
-  Var x = embedding(ids_BT.view({-1}), embed_VD);
-  for (const Block& b : blocks_) x = block_forward(b, x, B, T, aux);
+  Var x = embed(ids_BT.view({-1}));
+  for (int l = 0; l < n_layers(); ++l) x = block_forward(l, x, B, T, aux);
   return rmsnorm(x, final_norm, config_.norm_eps);
 }
 

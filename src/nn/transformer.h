@@ -59,6 +59,23 @@ class Transformer {
   // After a skipped step: forget the tallied loads without moving the biases.
   void discard_router_load();
 
+  // The pieces forward() is made of, public so that incremental decoding (nn/generate.h) runs
+  // exactly the same arithmetic one position at a time; only the attention core differs (a KV
+  // cache instead of the whole sequence).
+  struct AttentionInputs {
+    Var q, k, v;  // (B, T, H, hd), (B, T, Hkv, hd), (B, T, Hkv, hd)
+  };
+  // RMSNorm, q/k/v projections, QK-norm, RoPE at absolute positions pos_offset .. pos_offset+T-1.
+  AttentionInputs attention_inputs(int layer, const Var& x_ND, int B, int T, int pos_offset) const;
+  // x + a @ wo^T, a (N, H*hd) the attention output.
+  Var attention_residual(int layer, const Var& x_ND, const Var& a_NQ) const;
+  // x + FFN(RMSNorm(x)), dense SwiGLU or MoE; aux (optional) collects the MoE aux loss.
+  Var ffn_residual(int layer, const Var& x_ND, std::vector<Var>* aux) const;
+  Var embed(const Tensor& ids_N) const;  // (N) int32 -> (N, D)
+  Var logits(const Var& x_ND) const;     // final RMSNorm + LM head: (N, D) -> (N, V)
+  const AttnMask& layer_mask(int layer) const { return blocks_.at(size_t(layer)).attn.mask; }
+  int n_layers() const { return int(blocks_.size()); }
+
   const ModelConfig& config() const { return config_; }
   ParamList& parameters() { return params_; }
   const ParamList& parameters() const { return params_; }
@@ -66,7 +83,7 @@ class Transformer {
  private:
   // The final-normed hidden states (B*T, D); aux (optional) collects the MoE aux losses.
   Var hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const;
-  Var block_forward(const Block& block, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
+  Var block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
 
   ModelConfig config_;
   ParamList params_;

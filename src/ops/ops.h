@@ -15,9 +15,10 @@ Var linear(const Var& x, const Var& w);
 Var embedding(const Tensor& ids, const Var& table);
 // x (N, D) * rstd(row) * w (D)
 Var rmsnorm(const Var& x, const Var& w, double eps);
-// Rotates x (B, T, H, hd) by position t (half-split pairs), theta per layer kind, in x's own
-// buffer: its input (a projection's output) is read by no backward.
-Var rope(const Var& x, double theta);
+// Rotates x (B, T, H, hd) by position pos_offset + t (half-split pairs), theta per layer kind, in
+// x's own buffer: its input (a projection's output) is read by no backward. Decoding passes the
+// absolute position of its chunk's first token as pos_offset.
+Var rope(const Var& x, double theta, int pos_offset = 0);
 // gate_up (N, 2F) -> silu(gate) * up (N, F)
 Var swiglu(const Var& gate_up);
 // q (B,T,H,hd), k/v (B,T,Hkv,hd) -> (B,T,H,hd)

@@ -547,4 +547,13 @@ std::string to_yaml(const Config& c) {
 
 std::vector<std::string> config_keys() { return schema().leaves; }
 
+Device training_device(const Config& config) {
+  if (config.device == "cpu") return Device::cpu;
+  HYLO_CHECK(config.device == "cuda", "device: expected cpu or cuda, got '{}'", config.device);
+#if !HYLO_WITH_CUDA
+  HYLO_FAIL("device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)");
+#endif
+  return Device::cuda;
+}
+
 }  // namespace hylo

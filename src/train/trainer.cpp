@@ -12,6 +12,7 @@
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
+#include "train/model_checkpoint.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
 #include "train/run_dir.h"
@@ -27,15 +28,6 @@ namespace hylo {
 namespace fs = std::filesystem;
 
 namespace {
-
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu;
-  HYLO_CHECK(name == "cuda", "device: expected cpu or cuda, got '{}'", name);
-#if !HYLO_WITH_CUDA
-  HYLO_FAIL("device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)");
-#endif
-  return Device::cuda;
-}
 
 // Names the first parameter whose gradient holds NaN/inf (the slow path, after a bad step).
 std::string first_nonfinite_grad(const ParamList& params) {
@@ -72,7 +64,7 @@ class Trainer {
 
 Trainer::Trainer(const TrainOptions& options) {
   config_ = load_config(options.config_path, options.overrides);
-  device_ = parse_device(config_.device);
+  device_ = training_device(config_);
   run_dir_ = options.run_dir.empty() ? "runs/" + fs::path(options.config_path).stem().string() : options.run_dir;
   stop_at_ = options.stop_at;
 
@@ -102,19 +94,11 @@ Trainer::Trainer(const TrainOptions& options) {
 
 void Trainer::restore(const std::string& path) {
   CheckpointState s = load_checkpoint(path);
-  const ParamList& params = model_->parameters();
-  HYLO_CHECK(s.model.size() == params.size(), "{}: holds {} parameters, the model has {}", path, s.model.size(),
-             params.size());
-  std::vector<Tensor> masters;
-  for (size_t i = 0; i < params.size(); ++i) {
-    HYLO_CHECK(s.model[i].name == params[i].name && s.model[i].value.shape() == params[i].var.shape(),
-               "{}: parameter {} is {} {}, the model expects {} {}", path, i, s.model[i].name,
-               shape_str(s.model[i].value.shape()), params[i].name, shape_str(params[i].var.shape()));
-    masters.push_back(s.model[i].value);
+  optimizer_->load_masters(checkpoint_masters(s, model_->parameters(), path));
+  for (size_t i = 0; i < s.optim_m.size(); ++i) {
     optimizer_->moments_m()[i].copy_from(s.optim_m[i].value.to(device_));
     optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
   }
-  optimizer_->load_masters(masters);
   optimizer_->set_steps_taken(s.step);
   loader_->restore(s.data_cursor);
   restore_buffers(*model_, s, path);

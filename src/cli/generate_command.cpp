@@ -1,0 +1,128 @@
+// `hylo generate`: load a checkpoint as `hylo eval` does, decode a prompt with KV caches on the
+// CPU (nn/generate.h), print the prompt and its continuation and a one-line summary.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <chrono>
+#include <map>
+
+#include "cli/commands.h"
+#include "data/tokenizer.h"
+#include "nn/generate.h"
+#include "train/config.h"
+#include "train/model_checkpoint.h"
+
+namespace hylo {
+
+namespace {
+
+struct GenerateOptions {
+  std::string path, prompt, tokenizer = "data/tokenizer/r50k_base.tiktoken";
+  int max_new_tokens = 64;
+  SamplingOptions sampling;
+  uint64_t seed = 0;
+  bool print_ids = false;
+  std::vector<std::string> overrides;
+};
+
+// A numeric flag value, or one line naming the flag.
+template <class T>
+T parse_number(const std::string& flag, const std::string& text) {
+  try {
+    size_t used = 0;
+    T value;
+    if constexpr (std::is_floating_point_v<T>) value = T(std::stod(text, &used));
+    else if constexpr (std::is_unsigned_v<T>) value = T(std::stoull(text, &used));
+    else value = T(std::stoll(text, &used));
+    if (used == text.size()) return value;
+  } catch (const std::exception&) {
+  }
+  HYLO_FAIL("{}: expected a number, got '{}'", flag, text);
+}
+
+GenerateOptions parse_args(const Args& args) {
+  GenerateOptions o;
+  bool have_prompt = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      HYLO_CHECK(i + 1 < args.size(), "{} needs a value", a);
+      return args[++i];
+    };
+    if (a == "--prompt") o.prompt = value(), have_prompt = true;
+    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>(a, value());
+    else if (a == "--temperature") o.sampling.temperature = parse_number<double>(a, value());
+    else if (a == "--top-k") o.sampling.top_k = parse_number<int>(a, value());
+    else if (a == "--top-p") o.sampling.top_p = parse_number<double>(a, value());
+    else if (a == "--seed") o.seed = parse_number<uint64_t>(a, value());
+    else if (a == "--tokenizer") o.tokenizer = value();
+    else if (a == "--print-ids") o.print_ids = true;
+    else if (a == "--set") o.overrides.push_back(value());
+    else if (o.path.empty() && !a.starts_with("--")) o.path = a;
+    else HYLO_FAIL("generate: unexpected argument '{}'", a);
+  }
+  HYLO_CHECK(!o.path.empty(), "generate: expected a run directory or checkpoint file");
+  HYLO_CHECK(have_prompt, "generate: --prompt TEXT is required");
+  HYLO_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got {}", o.max_new_tokens);
+  check_sampling_options(o.sampling);
+  return o;
+}
+
+}  // namespace
+
+int run_generate_command(const Args& args) {
+  GenerateOptions o = parse_args(args);
+  LoadedModel loaded = load_model_checkpoint(o.path, o.overrides, Device::cpu);
+  const Config& config = loaded.config;
+  Transformer& model = *loaded.model;
+  if (config.device == "cuda")
+    fmt::print(stderr, "note: the config trains on cuda; hylo generate decodes on the CPU (the CUDA decode kernels "
+                       "in kernels/decode/ are not wired to it yet)\n");
+
+  const data::Tokenizer tokenizer = data::Tokenizer::from_tiktoken(o.tokenizer);
+  const int vocab_valid = std::min(tokenizer.vocab_size(), config.model.vocab_size);
+  std::vector<int32_t> prompt = tokenizer.encode(o.prompt);
+  // GPT-2's convention for an unconditional sample: start from the document boundary.
+  if (prompt.empty()) prompt.push_back(tokenizer.end_of_text_id());
+  for (int32_t id : prompt)
+    HYLO_CHECK(id < vocab_valid, "generate: prompt token {} is outside the model's vocabulary of {}", id, vocab_valid);
+
+  Generator generator(model, int(prompt.size()) + std::max(1, o.max_new_tokens), vocab_valid);
+  Rng rng{o.seed, 0, 0};
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  std::vector<double> logits = generator.prefill(prompt);
+  const auto t1 = Clock::now();
+  std::vector<int32_t> out;
+  for (int i = 0; i < o.max_new_tokens; ++i) {
+    out.push_back(sample_token(logits, o.sampling, rng));
+    if (i + 1 < o.max_new_tokens) logits = generator.step(out.back());
+  }
+  const auto t2 = Clock::now();
+
+  fmt::print("{}{}\n", o.prompt, tokenizer.decode(out));
+  if (o.print_ids) fmt::print("ids: {}\n", fmt::join(out, " "));
+
+  // KV bytes per layer kind: what the cache design allocates (the PBB claim is b slots per layer).
+  std::map<std::string, std::pair<int, size_t>> by_kind;  // kind -> (layers, bytes per layer)
+  for (const LayerCacheInfo& c : generator.caches()) {
+    auto& entry = by_kind[cache_kind_name(c.kind)];
+    ++entry.first;
+    entry.second = c.bytes;
+  }
+  std::string kv;
+  for (const auto& [kind, entry] : by_kind)
+    kv += fmt::format("{}{} {} x {} B", kv.empty() ? "" : ", ", kind, entry.first, entry.second);
+  const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
+  const double decode_s = std::chrono::duration<double>(t2 - t1).count();
+  fmt::print("{} (step {}): prompt {} tokens in {:.3f} s | {} new tokens in {:.3f} s ({:.1f} tokens/s) | KV per layer: "
+             "{} | cpu, {}\n",
+             loaded.path, loaded.step, prompt.size(), prefill_s, out.size(), decode_s,
+             decode_s > 0 ? double(out.size()) / decode_s : 0.0, kv,
+             o.sampling.temperature == 0 ? std::string("greedy")
+                                         : fmt::format("T={} top_k={} top_p={} seed={}", o.sampling.temperature,
+                                                       o.sampling.top_k, o.sampling.top_p, o.seed));
+  return 0;
+}
+
+}  // namespace hylo

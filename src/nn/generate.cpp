@@ -1,0 +1,182 @@
+// Incremental decoding and sampling (see generate.h).
+#include "nn/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <variant>
+
+#include "core/error.h"
+#include "ops/cpu/decode_attention.h"
+#include "ops/ops.h"
+
+namespace hylo {
+
+const char* cache_kind_name(KvCacheKind kind) {
+  switch (kind) {
+    case KvCacheKind::pbb: return "pbb";
+    case KvCacheKind::swa_ring: return "swa";
+    case KvCacheKind::swa_linear: return "swa-linear";
+    case KvCacheKind::full: return "full";
+  }
+  return "?";
+}
+
+void check_sampling_options(const SamplingOptions& o) {
+  HYLO_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "--temperature must be >= 0 (0 = greedy), got {}",
+             o.temperature);
+  HYLO_CHECK(o.top_k >= 0, "--top-k must be >= 0 (0 = all tokens), got {}", o.top_k);
+  HYLO_CHECK(o.top_p > 0 && o.top_p <= 1, "--top-p must be in (0, 1], got {}", o.top_p);
+}
+
+int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, Rng& rng) {
+  check_sampling_options(o);
+  const int n = int(logits.size());
+  HYLO_CHECK(n > 0, "sample_token: empty logits");
+  if (o.temperature == 0) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+
+  // Candidates most likely first; equal logits keep id order so the draw is reproducible.
+  std::vector<int32_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const int keep_k = o.top_k > 0 ? std::min(o.top_k, n) : n;
+  std::partial_sort(order.begin(), order.begin() + keep_k, order.end(), [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] > logits[size_t(b)] || (logits[size_t(a)] == logits[size_t(b)] && a < b);
+  });
+  order.resize(size_t(keep_k));
+
+  const double top = logits[size_t(order[0])];
+  HYLO_CHECK(std::isfinite(top), "sample_token: the largest logit is {} (a diverged model?)", top);
+  std::vector<double> p(order.size());
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) total += (p[i] = std::exp((logits[size_t(order[i])] - top) / o.temperature));
+  // Nucleus: the shortest prefix whose probability reaches top_p (always at least one token).
+  size_t keep = order.size();
+  if (o.top_p < 1) {
+    double cumulative = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      cumulative += p[i] / total;
+      if (cumulative >= o.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += p[i];
+  const double u = rng.uniform() * kept;
+  double acc = 0;
+  for (size_t i = 0; i < keep; ++i)
+    if (u < (acc += p[i])) return order[i];
+  return order[keep - 1];  // u within rounding of the total
+}
+
+struct Generator::Caches {
+  // KvCache<T> directly with the slot maps that FlashPbbCache / SwaRingCache / FullCache wrap:
+  // those add no members, and a vector of the base type avoids slicing or deleting through it.
+  std::variant<std::vector<KvCache<float>>, std::vector<KvCache<double>>> layers;
+};
+
+namespace {
+
+KvSlotMap slot_map_for(const AttnMask& mask, int max_len) {
+  switch (mask.kind) {
+    case MaskKind::pbb: return KvSlotMap::pbb(mask.block, mask.bridge);  // Flash-PBB: b slots
+    case MaskKind::swa: return KvSlotMap::swa_ring(mask.window);         // Flash-SWA: W-slot ring
+    case MaskKind::full: break;
+  }
+  return KvSlotMap::full(max_len);
+}
+
+template <class T>
+std::vector<KvCache<T>> make_caches(const Transformer& model, int max_len) {
+  const ModelConfig& c = model.config();
+  std::vector<KvCache<T>> caches;
+  for (int l = 0; l < model.n_layers(); ++l)
+    caches.emplace_back(slot_map_for(model.layer_mask(l), max_len), 1, c.kv_heads(), c.head_dim());
+  return caches;
+}
+
+}  // namespace
+
+Generator::Generator(const Transformer& model, int max_len, int vocab_valid)
+    : model_(model), vocab_valid_(vocab_valid), caches_(std::make_unique<Caches>()) {
+  HYLO_CHECK(max_len >= 1, "generate: max length must be >= 1, got {}", max_len);
+  HYLO_CHECK(vocab_valid >= 1 && vocab_valid <= model.config().vocab_size,
+             "generate: valid vocabulary {} outside [1, model vocab_size {}]", vocab_valid, model.config().vocab_size);
+  const Tensor& embed = model.parameters().front().var.value();
+  HYLO_CHECK(embed.device() == Device::cpu, "generate: decoding runs on the CPU; the model's parameters are on {}",
+             device_name(embed.device()));
+  if (embed.dtype() == DType::f64) caches_->layers = make_caches<double>(model, max_len);
+  else {
+    HYLO_CHECK(embed.dtype() == DType::f32, "generate: parameters must be f32 or f64, got {}",
+               dtype_name(embed.dtype()));
+    caches_->layers = make_caches<float>(model, max_len);
+  }
+}
+
+Generator::~Generator() = default;
+
+template <class T>
+std::vector<double> Generator::step_as(int32_t token) {
+  auto& caches = std::get<std::vector<KvCache<T>>>(caches_->layers);
+  const ModelConfig& c = model_.config();
+  const int64_t Q = int64_t(c.n_heads) * c.head_dim();
+  const int64_t t = position_;
+  Var x = model_.embed(Tensor::from_vector(std::vector<int32_t>{token}, {1}));  // (1, D)
+  for (int l = 0; l < model_.n_layers(); ++l) {
+    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, 1, 1, int(t));
+    KvCache<T>& cache = caches[size_t(l)];
+    // (1, 1, Hkv, hd) is the cache's (B, Hkv, D) token layout: both are contiguous views.
+    const Tensor k = in.k.value().contiguous(), v = in.v.value().contiguous(), q = in.q.value().contiguous();
+    cache.append(t, k.data<T>(), v.data<T>());
+    Tensor a_1Q = Tensor::empty({1, Q}, q.dtype());
+    cpu::decode_attention_forward<T>(cache.decode_shape(c.n_heads), cache.live(t), q.data<T>(), cache.k(), cache.v(),
+                                     a_1Q.data<T>(), nullptr);
+    x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_1Q)), nullptr);
+  }
+  std::vector<double> logits = model_.logits(x).value().to(DType::f64).to_vector<double>();
+  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
+  ++position_;
+  return logits;
+}
+
+std::vector<double> Generator::step(int32_t token) {
+  HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
+             vocab_valid_);
+  NoGradGuard no_grad;
+  return std::holds_alternative<std::vector<KvCache<double>>>(caches_->layers) ? step_as<double>(token)
+                                                                                : step_as<float>(token);
+}
+
+std::vector<double> Generator::prefill(std::span<const int32_t> prompt) {
+  HYLO_CHECK(!prompt.empty(), "generate: the prompt is empty");
+  std::vector<double> logits;
+  for (int32_t token : prompt) logits = step(token);
+  return logits;
+}
+
+std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int count, const SamplingOptions& options,
+                                         Rng& rng) {
+  check_sampling_options(options);
+  HYLO_CHECK(count >= 0, "generate: token count must be >= 0, got {}", count);
+  std::vector<double> logits = prefill(prompt);
+  std::vector<int32_t> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back(sample_token(logits, options, rng));
+    if (i + 1 < count) logits = step(out.back());
+  }
+  return out;
+}
+
+std::vector<LayerCacheInfo> Generator::caches() const {
+  std::vector<LayerCacheInfo> info;
+  std::visit(
+      [&](const auto& layers) {
+        for (size_t l = 0; l < layers.size(); ++l)
+          info.push_back({int(l), layers[l].slot_map().kind(), layers[l].slots(), layers[l].allocated_bytes()});
+      },
+      caches_->layers);
+  return info;
+}
+
+}  // namespace hylo

@@ -1,0 +1,46 @@
+#include "train/model_checkpoint.h"
+
+#include <filesystem>
+
+#include "train/buffers.h"
+#include "train/optimizer.h"
+
+namespace hylo {
+
+std::vector<Tensor> checkpoint_masters(const CheckpointState& state, const ParamList& params, const std::string& path) {
+  HYLO_CHECK(state.model.size() == params.size(), "{}: holds {} parameters, the model has {}", path,
+             state.model.size(), params.size());
+  std::vector<Tensor> masters;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const NamedTensor& saved = state.model[i];
+    HYLO_CHECK(saved.name == params[i].name && saved.value.shape() == params[i].var.shape(),
+               "{}: parameter {} is {} {}, the model expects {} {}", path, i, saved.name,
+               shape_str(saved.value.shape()), params[i].name, shape_str(params[i].var.shape()));
+    masters.push_back(saved.value);
+  }
+  return masters;
+}
+
+LoadedModel load_model_checkpoint(const std::string& run_dir_or_file, const std::vector<std::string>& overrides,
+                                  std::optional<Device> device) {
+  LoadedModel loaded;
+  loaded.path = run_dir_or_file;
+  if (std::filesystem::is_directory(loaded.path)) {
+    auto latest = latest_valid_checkpoint(loaded.path);
+    HYLO_CHECK(latest.has_value(), "{}: no valid checkpoint under {}/checkpoints", loaded.path, loaded.path);
+    loaded.path = *latest;
+  }
+  const CheckpointState state = load_checkpoint(loaded.path);
+  loaded.step = state.step;
+  loaded.config = config_from_yaml_text(state.config_yaml, loaded.path + ":/config", overrides);
+  loaded.model = std::make_unique<Transformer>(loaded.config.model, loaded.config.train.seed);
+  ParamList& params = loaded.model->parameters();
+  // The optimizer is what places parameters on a device (bf16 compute copies on CUDA).
+  const Device place = device ? *device : training_device(loaded.config);  // not value_or: it would always check
+  AdamW placement(params, AdamWOptions{}, place);
+  placement.load_masters(checkpoint_masters(state, params, loaded.path));
+  restore_buffers(*loaded.model, state, loaded.path);  // MoE router biases steer selection
+  return loaded;
+}
+
+}  // namespace hylo
