@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The main job (README): installs dependencies, fetches and tokenizes the real corpus, builds,
-# trains the tiny PBB hybrid (configs/tiny.yaml) and evaluates its last checkpoint. Uses the GPU
+# trains the tiny PBB hybrid (configs/tiny.yaml), evaluates its last checkpoint and samples from it. Uses the GPU
 # when one is present, the CPU otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,4 +17,5 @@ if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && grep -q 
 fi
 build/hylo train configs/tiny.yaml --device "$device" --run-dir runs/tiny --overwrite "$@"
 build/hylo eval runs/tiny
+build/hylo generate runs/tiny --prompt "The history of the United States" --max-new-tokens 40
 scripts/plot_loss.py runs/tiny --out runs/tiny/loss.png
