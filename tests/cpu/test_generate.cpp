@@ -5,10 +5,10 @@
 // `hylo generate` on a checkpoint built by hand.
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
+#include "run_command.h"
+
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -96,20 +96,8 @@ int32_t argmax_valid(const std::vector<double>& row) {
   return int32_t(std::max_element(row.begin(), row.begin() + kVocabValid) - row.begin());
 }
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-CommandResult run(const std::string& command) {
-  std::array<char, 4096> buffer;
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
-}
+using test::CommandResult;
+CommandResult run(const std::string& command) { return test::run_command(command); }
 
 }  // namespace
 

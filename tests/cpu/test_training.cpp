@@ -2,9 +2,9 @@
 // crash during checkpointing, and one-line errors for bad input (SPEC §8).
 #include <doctest/doctest.h>
 
-#include <sys/wait.h>
+#include "run_command.h"
 
-#include <array>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,20 +22,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string output;
-};
-
-CommandResult run(const std::string& command) {
-  std::array<char, 4096> buffer;
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
-}
+using test::CommandResult;
+CommandResult run(const std::string& command) { return test::run_command(command); }
 
 // A scratch directory holding shards with learnable structure (a noisy repeating sequence over
 // a 200-token vocabulary) and a tiny config that trains on them in well under a second per step.
