@@ -5,16 +5,13 @@
 // `hylo generate` on a checkpoint built by hand.
 #include <doctest/doctest.h>
 
-#include "run_command.h"
-
-
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
 
+#include "run_command.h"
 #include "core/rng.h"
 #include "nn/generate.h"
 #include "nn/transformer.h"

@@ -2,14 +2,11 @@
 // crash during checkpointing, and one-line errors for bad input (SPEC §8).
 #include <doctest/doctest.h>
 
-#include "run_command.h"
-
-
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "run_command.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "nn/transformer.h"
