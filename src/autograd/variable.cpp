@@ -44,6 +44,12 @@ void Var::accumulate_grad(const Tensor& g) {
 
 void Var::backward() {
   HYLO_CHECK(value().numel() == 1, "backward() needs a scalar, got shape {}", shape_str(shape()));
+  Tensor seed = Tensor::empty(shape(), value().dtype(), value().device(), "loss grad");
+  seed.fill_(1.0);
+  backward(seed);
+}
+
+void Var::backward(const Tensor& seed) {
   // Iterative post-order DFS: children before parents; reversed it is a valid backward order.
   // Owning pointers: clearing a node's inputs below must not free nodes still to be visited.
   std::vector<std::shared_ptr<Node>> order;
@@ -62,12 +68,11 @@ void Var::backward() {
     }
   }
 
-  Tensor seed = Tensor::empty(shape(), value().dtype(), value().device(), "loss grad");
-  seed.fill_(1.0);
   accumulate_grad(seed);
-  struct BackwardFlag {
+  struct BackwardFlag {  // restores the outer value: backward may nest (recomputation)
+    bool outer = g_in_backward;
     BackwardFlag() { g_in_backward = true; }
-    ~BackwardFlag() { g_in_backward = false; }
+    ~BackwardFlag() { g_in_backward = outer; }
   } flag;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     Node* node = it->get();

@@ -45,6 +45,9 @@ class Var {
 
   // Back-propagates from this scalar with d(loss)/d(this) = 1.
   void backward();
+  // Back-propagates from any output with the given d(loss)/d(this) (same shape); used when a
+  // backward closure differentiates a recomputed sub-graph (activation recomputation).
+  void backward(const Tensor& seed);
 
  private:
   struct Node {

@@ -51,6 +51,7 @@ int run_bench_train(const Args& args) {
   const int B = t.micro_batch(), T = t.seq_len;
 
   Transformer model(config.model, t.seed);
+  model.set_recompute(t.recompute);
   AdamW optimizer(model.parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device);
   Rng rng{t.seed, 99, 0};
   std::vector<int32_t> tokens(size_t(B) * (T + 1));

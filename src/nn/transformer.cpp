@@ -109,7 +109,13 @@ Var Transformer::hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) cons
              dtype_name(ids_BT.dtype()), shape_str(ids_BT.shape()));
   const int B = int(ids_BT.size(0)), T = int(ids_BT.size(1));
   Var x = embed(ids_BT.view({-1}));
-  for (int l = 0; l < n_layers(); ++l) x = block_forward(l, x, B, T, aux);
+  for (int l = 0; l < n_layers(); ++l) {
+    // MoE blocks are never recomputed: their aux losses must be taped in the forward pass.
+    if (recompute_ && grad_enabled() && !config_.layer_is_moe(l))
+      x = recompute({x}, [this, l, B, T](const std::vector<Var>& in) { return block_forward(l, in[0], B, T, nullptr); });
+    else
+      x = block_forward(l, x, B, T, aux);
+  }
   return rmsnorm(x, final_norm, config_.norm_eps);
 }
 

@@ -77,6 +77,8 @@ class Transformer {
   int n_layers() const { return int(blocks_.size()); }
 
   const ModelConfig& config() const { return config_; }
+  // Recompute each dense block's activations in the backward pass instead of keeping them.
+  void set_recompute(bool on) { recompute_ = on; }
   ParamList& parameters() { return params_; }
   const ParamList& parameters() const { return params_; }
 
@@ -86,6 +88,7 @@ class Transformer {
   Var block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
 
   ModelConfig config_;
+  bool recompute_ = false;
   ParamList params_;
   Var embed_VD, final_norm, head_VD;  // head_VD == embed_VD when tied
   std::vector<Block> blocks_;

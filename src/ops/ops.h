@@ -4,6 +4,9 @@
 // Shape legend: B batch, T time, N = B*T rows, D model width, H heads, Hkv kv heads,
 // hd head dim, F FFN hidden, V vocab.
 #pragma once
+#include <functional>
+#include <vector>
+
 #include "autograd/variable.h"
 #include "ops/mask.h"
 
@@ -35,5 +38,9 @@ Var add(const Var& a, const Var& b);
 Var residual_add(const Var& x, const Var& branch);
 Var scale(const Var& x, double factor);
 Var reshape(const Var& x, const Shape& shape);
+// fn(inputs) computed without keeping its activations, and computed again in the backward pass
+// to differentiate it (activation recomputation). fn must be deterministic and must not read
+// the input Vars' values after changing them.
+Var recompute(const std::vector<Var>& inputs, const std::function<Var(const std::vector<Var>&)>& fn);
 
 }  // namespace hylo

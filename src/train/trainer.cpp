@@ -76,6 +76,7 @@ Trainer::Trainer(const TrainOptions& options) {
   vocab_valid_ = int(loader_->vocab_size());
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
+  model_->set_recompute(t.recompute);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
                                        device_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};

@@ -217,3 +217,11 @@ TEST_CASE("non-finite loss: policy skip drops the update and logs it, policy abo
   CHECK(aborted.output.find("aborting without saving") != std::string::npos);
   CHECK(fs::is_empty(ws.dir / "abort/checkpoints"));
 }
+
+TEST_CASE("train.recompute=true follows the identical loss curve") {
+  Workspace ws("recompute");
+  REQUIRE(run(ws.train("plain", "--set train.steps=8")).exit_code == 0);
+  const auto r = run(ws.train("recomputed", "--set train.steps=8 --set train.recompute=true"));
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(ws.loss_rows("plain") == ws.loss_rows("recomputed"));
+}
