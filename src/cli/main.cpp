@@ -10,7 +10,9 @@ namespace {
 constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   train CONFIG [--set key=value]... [--run-dir DIR] [--resume auto|PATH] [--overwrite]
         [--device cpu|cuda] [--stop-at STEP]
-  eval RUN_DIR_OR_CHECKPOINT [--set key=value]...
+  eval RUN_DIR_OR_CHECKPOINT [--tasks val,retrieval,lastword (default val)] [--json PATH]
+        [--n 64 (retrieval sequences per distance; last-word passages)]
+        [--tokenizer data/tokenizer/r50k_base.tiktoken] [--set key=value]...
   params CONFIG [--set key=value]...
   generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
         [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]

@@ -3,9 +3,14 @@
 
 
 #include "cli/commands.h"
+#include "cli/flags.h"
+#include "data/tokenizer.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
+#include "train/last_word.h"
 #include "train/model_checkpoint.h"
+#include "train/retrieval.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace hylo {
@@ -40,15 +45,46 @@ int run_train_command(const Args& args) {
 
 int run_eval_command(const Args& args) {
   HYLO_CHECK(!args.empty(), "eval: expected a run directory or checkpoint file");
-  std::vector<std::string> overrides;
+  std::vector<std::string> overrides, tasks{"val"};
+  std::string json_path, tokenizer_path = "data/tokenizer/r50k_base.tiktoken";
+  RetrievalOptions retrieval;
+  LastWordOptions last_word;
   for (size_t i = 1; i < args.size(); ++i) {
-    HYLO_CHECK(args[i] == "--set", "eval: unexpected argument '{}'", args[i]);
-    overrides.push_back(flag_value(args, i));
+    const std::string& a = args[i];
+    if (a == "--set") overrides.push_back(flag_value(args, i));
+    else if (a == "--tasks") tasks = split_commas(flag_value(args, i));
+    else if (a == "--n") retrieval.per_distance = last_word.passages = parse_positive_int("eval", a, flag_value(args, i));
+    else if (a == "--json") json_path = flag_value(args, i);
+    else if (a == "--tokenizer") tokenizer_path = flag_value(args, i);
+    else HYLO_FAIL("eval: unexpected argument '{}'", a);
   }
+  for (const std::string& t : tasks)
+    HYLO_CHECK(t == "val" || t == "retrieval" || t == "lastword", "eval: unknown task '{}' (known: val, retrieval, lastword)", t);
   const LoadedModel loaded = load_model_checkpoint(args[0], overrides);
-  const EvalResult r = evaluate_val_loss(*loaded.model, loaded.config, training_device(loaded.config));
-  fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", loaded.path, loaded.step, r.loss,
-             r.perplexity, r.tokens, loaded.config.data.val);
+  const Device device = training_device(loaded.config);
+  std::string json = fmt::format(R"({{"checkpoint": {}, "step": {})", json_string(loaded.path), loaded.step);
+  for (const std::string& task : tasks) {
+    if (task == "val") {
+      const EvalResult r = evaluate_val_loss(*loaded.model, loaded.config, device);
+      fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", loaded.path, loaded.step, r.loss,
+                 r.perplexity, r.tokens, loaded.config.data.val);
+      json += fmt::format(R"(, "val": {{"loss": {}, "perplexity": {}, "tokens": {}}})", json_number(r.loss),
+                          json_number(r.perplexity), r.tokens);
+    } else if (task == "retrieval") {
+      const RetrievalResult r = evaluate_retrieval(*loaded.model, loaded.config, device, retrieval);
+      fmt::print("{}", r.table());
+      json += R"(, "retrieval": )" + r.json();
+    } else {
+      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device,
+                                                  data::Tokenizer::from_tiktoken(tokenizer_path), last_word);
+      fmt::print("{}", r.table());
+      json += R"(, "lastword": )" + r.json();
+    }
+  }
+  if (!json_path.empty()) {
+    write_file_atomic(json_path, json + "}\n");
+    fmt::print("wrote {}\n", json_path);
+  }
   return 0;
 }
 

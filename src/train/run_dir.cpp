@@ -13,6 +13,8 @@
 #include <sstream>
 #include <vector>
 
+#include "train/json_text.h"
+
 #include "core/error.h"
 
 namespace fs = std::filesystem;
@@ -38,23 +40,6 @@ void write_line(std::FILE* f, std::string_view line, const std::string& what) {
   bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fputc('\n', f) != EOF &&
             std::fflush(f) == 0;
   HYLO_CHECK(ok, "{}: write failed: {}", what, std::strerror(errno));
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", int(ch));
-        else out += ch;
-    }
-  }
-  return out + "\"";
 }
 
 // The value of the top-level "step" key in one of our own rows, if any.
@@ -129,11 +114,7 @@ MetricsRow& MetricsRow::add_raw(std::string_view key, const std::string& json_va
   return *this;
 }
 
-MetricsRow& MetricsRow::add(std::string_view key, double value) {
-  if (std::isnan(value)) return add_raw(key, "NaN");
-  if (std::isinf(value)) return add_raw(key, value > 0 ? "Infinity" : "-Infinity");
-  return add_raw(key, fmt::format("{}", value));  // shortest round-trip text (like {:.17g}, shorter)
-}
+MetricsRow& MetricsRow::add(std::string_view key, double value) { return add_raw(key, json_number(value)); }
 
 MetricsRow& MetricsRow::add(std::string_view key, bool value) { return add_raw(key, value ? "true" : "false"); }
 
