@@ -13,9 +13,8 @@
 #include <sstream>
 #include <vector>
 
-#include "train/json_text.h"
-
 #include "core/error.h"
+#include "train/json_text.h"
 
 namespace fs = std::filesystem;
 
