@@ -266,10 +266,6 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
 // Defaults from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
-template <int W, int MT, int BN, int MinBlocks>
-struct DqTile {
-  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
-};
 #ifndef HYLO_ATTN_DQ64
 #define HYLO_ATTN_DQ64 8, 1, 64, 2
 #endif
@@ -277,8 +273,8 @@ struct DqTile {
 #define HYLO_ATTN_DQ128 4, 1, 64, 2
 #endif
 template <int D> struct DqTraits;
-template <> struct DqTraits<64> : DqTile<HYLO_ATTN_DQ64> {};
-template <> struct DqTraits<128> : DqTile<HYLO_ATTN_DQ128> {};
+template <> struct DqTraits<64> : QueryTiling<HYLO_ATTN_DQ64> {};
+template <> struct DqTraits<128> : QueryTiling<HYLO_ATTN_DQ128> {};
 
 template <int D>
 __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlocks)

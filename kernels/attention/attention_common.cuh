@@ -20,6 +20,14 @@
 
 namespace hylo::cuda::attn {
 
+// A query-tiled kernel's shape: kWarps warps of 16 * kMTiles query rows each, key tiles of
+// kBlockN, kMinBlocks resident blocks per SM (the register cap). Used by the forward and the dQ
+// backward kernels, each with its own per-head-dim defaults.
+template <int W, int MT, int BN, int MinBlocks>
+struct QueryTiling {
+  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
+};
+
 constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- tensor-core and data-movement primitives --------------------------------------------------

@@ -21,10 +21,6 @@ namespace {
 // blocks per SM (the register cap). hd128 needs twice the registers per row, so 16 rows per warp.
 // Defaults are the fastest of the sweep in experiments/results/attention.md; sweeps rebuild with
 // the macros below redefined (through a forced include: nvcc splits -D values at commas).
-template <int W, int MT, int BN, int MinBlocks>
-struct FwdTile {
-  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
-};
 #ifndef HYLO_ATTN_FWD64
 #define HYLO_ATTN_FWD64 4, 2, 64, 2
 #endif
@@ -32,8 +28,8 @@ struct FwdTile {
 #define HYLO_ATTN_FWD128 4, 1, 64, 2
 #endif
 template <int D> struct FwdTraits;
-template <> struct FwdTraits<64> : FwdTile<HYLO_ATTN_FWD64> {};
-template <> struct FwdTraits<128> : FwdTile<HYLO_ATTN_FWD128> {};
+template <> struct FwdTraits<64> : QueryTiling<HYLO_ATTN_FWD64> {};
+template <> struct FwdTraits<128> : QueryTiling<HYLO_ATTN_FWD128> {};
 
 struct FwdParams {
   const __nv_bfloat16 *q, *k, *v;
