@@ -13,6 +13,8 @@ int run_eval_command(const Args& args);
 int run_params_command(const Args& args);
 int run_generate_command(const Args& args);    // cli/generate_command.cpp
 int run_data_command(const Args& args);        // cli/data_commands.cpp
+int run_sweep_command(const Args& args);       // cli/sweep_commands.cpp
+int run_report_command(const Args& args);      // cli/sweep_commands.cpp
 int run_bench_attention(const Args& args);     // cli/bench_attention.cpp
 int run_bench_train(const Args& args);         // cli/bench_train.cpp
 int run_bench_decode(const Args& args);        // cli/bench_decode.cpp

@@ -18,6 +18,8 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
         [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
         [--set key=value]...
   data prepare|encode|decode|inspect ...
+  sweep FILE [--local | --slurm] [--out runs/sweeps] [--dry-run]
+  report SWEEP_DIR   (markdown table of final metrics -> SWEEP_DIR/report.md, loss.png)
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
@@ -42,6 +44,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const hylo::Args&)> commands{
       {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command},         {"params", hylo::run_params_command},
       {"data", hylo::run_data_command},   {"generate", hylo::run_generate_command}, {"bench", run_bench},
+      {"sweep", hylo::run_sweep_command}, {"report", hylo::run_report_command},
   };
   const std::string name = argv[1];
   const hylo::Args args(argv + 2, argv + argc);

@@ -1,0 +1,232 @@
+// Sweeps (SPEC §7): expanding a sweep file into points, one-line errors for bad sweep files,
+// `hylo sweep --dry-run | --local | --slurm` and `hylo report` on a tiny config.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "data/shard.h"
+#include "run_command.h"
+#include "train/sweep.h"
+
+using namespace hylo;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A scratch dir with generated token shards and a tiny config (5 steps, eval at the end) that
+// trains in well under a second.
+struct SweepWorkspace {
+  fs::path dir;
+  std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo";
+
+  explicit SweepWorkspace(const std::string& name) {
+    dir = fs::temp_directory_path() / ("hylo_sweep_" + name + "_" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    write_tokens("train.bin", 4000, 1);
+    write_tokens("val.bin", 2000, 2);
+    std::ofstream(dir / "tiny.yaml") << "model:\n  vocab_size: 256\n  d_model: 16\n  n_layers: 2\n  n_heads: 2\n"
+                                        "  ffn_hidden: 32\n  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
+                                        "train:\n  steps: 5\n  batch_size: 2\n  seq_len: 16\n  lr: 0.003\n"
+                                        "  warmup_steps: 1\n  eval_every: 5\n  eval_batches: 1\n  log_every: 5\n"
+                                        "data:\n  train: "
+                                     << (dir / "train.bin").string() << "\n  val: " << (dir / "val.bin").string()
+                                     << "\n";
+  }
+  ~SweepWorkspace() { fs::remove_all(dir); }
+
+  void write_tokens(const std::string& name, int n, uint64_t seed) {
+    Rng rng{seed, 0, 0};
+    std::vector<int32_t> tokens(n);
+    for (int i = 0; i < n; ++i) tokens[i] = rng.below(10) == 0 ? int32_t(rng.below(200)) : int32_t(i * 7 % 97);
+    data::write_shard((dir / name).string(), tokens, 200, 1, "split=test");
+  }
+
+  // Writes a sweep file whose base is the tiny config; returns its path.
+  std::string sweep(const std::string& file, const std::string& body) const {
+    std::ofstream(dir / file) << "base: " << (dir / "tiny.yaml").string() << "\n" << body;
+    return (dir / file).string();
+  }
+
+  test::CommandResult run(const std::string& args) const {
+    return test::run_command("cd " + dir.string() + " && " + hylo + " " + args);
+  }
+};
+
+std::string error_of(const std::string& path) {
+  try {
+    load_sweep(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The last value of `key` in a run's metrics.jsonl, as the report prints it.
+std::string last_metric(const fs::path& run_dir, const std::string& key) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string value;
+  for (std::string line; std::getline(in, line);)
+    if (auto at = line.find("\"" + key + "\":"); at != std::string::npos)
+      value = fmt::format("{:.4f}", std::stod(line.substr(at + key.size() + 3)));
+  return value;
+}
+
+}  // namespace
+
+TEST_CASE("sweep grid expands in file order, last key fastest, with deterministic names") {
+  SweepWorkspace ws("grid");
+  const std::string path = ws.sweep("g.yaml", "name: g\ngrid:\n  model.local.kind: [pbb, swa]\n  train.lr: [0.001, 3e-3]\n");
+  const SweepSpec a = load_sweep(path), b = load_sweep(path);
+  REQUIRE(a.points.size() == 4);
+  const std::vector<std::string> names{"00_kind-pbb_lr-0.001", "01_kind-pbb_lr-3e-3", "02_kind-swa_lr-0.001",
+                                       "03_kind-swa_lr-3e-3"};
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(a.points[i].name == names[i]);
+    CHECK(b.points[i].name == a.points[i].name);
+    CHECK(b.points[i].overrides == a.points[i].overrides);
+  }
+  CHECK(a.points[1].overrides == std::vector<std::string>{"model.local.kind=pbb", "train.lr=3e-3"});
+  CHECK(a.metrics == std::vector<std::string>{"loss", "val_loss", "val_ppl"});
+  CHECK(point_slug({{"model.local", "{kind: swa, window: 8}"}}) == "local-kind-swa-window-8");
+  CHECK(shell_quote("a'b c") == "'a'\\''b c'");
+}
+
+TEST_CASE("sweep points cross the grid and take the set overrides first") {
+  SweepWorkspace ws("points");
+  const std::string path = ws.sweep("p.yaml",
+                                    "name: p\nset: {train.steps: 3, train.lr: 0.01}\n"
+                                    "points:\n  - {model.local.kind: swa, model.local.window: 8}\n"
+                                    "  - {model.local.kind: pbb, train.lr: 0.02}\n"
+                                    "grid: {train.seed: [1, 2]}\nmetrics: [loss, tokens_per_s]\n");
+  const SweepSpec s = load_sweep(path);
+  REQUIRE(s.points.size() == 4);
+  CHECK(s.points[0].name == "00_kind-swa_window-8_seed-1");
+  CHECK(s.points[3].name == "03_kind-pbb_lr-0.02_seed-2");
+  CHECK(s.points[3].overrides == std::vector<std::string>{"train.steps=3", "train.lr=0.01", "model.local.kind=pbb",
+                                                          "train.lr=0.02", "train.seed=2"});
+  CHECK(s.metrics == std::vector<std::string>{"loss", "tokens_per_s"});
+  CHECK_NOTHROW(check_sweep_configs(s));
+}
+
+TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
+  SweepWorkspace ws("bad");
+  struct Case {
+    std::string body, expected;
+  };
+  const std::vector<Case> cases{
+      {"gird: {train.lr: [1]}\n", "unknown key 'gird' (did you mean 'grid'?)"},
+      {"grid: {train.lr: 0.1}\n", "grid.train.lr: expected a non-empty list of values"},
+      {"points: [{model.local.kind: swa}]\ngrid: {model.local.kind: [pbb]}\n", "in both points[0] and grid"},
+      {"metrics: loss\npoints: [{train.lr: 1}]\n", "metrics: expected a list"},
+      {"name: a/b\npoints: [{train.lr: 1}]\n", "name 'a/b'"},
+      {"set: {train.lr: 1}\n", "nothing to sweep"},
+      {"points: [{train.lr: [1, 2}]\n", "invalid YAML"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = ws.sweep("bad" + std::to_string(i) + ".yaml", cases[i].body);
+    const std::string error = error_of(path);
+    CAPTURE(error);
+    CHECK(error.find(path) == 0);
+    CHECK(error.find(cases[i].expected) != std::string::npos);
+    CHECK(error.find('\n') == std::string::npos);
+  }
+  // Override keys are checked against the config before any point runs, through the CLI too.
+  const std::string path = ws.sweep("badkey.yaml", "points: [{train.lr: 0.001}, {train.lr_typo: 1}]\n");
+  const auto r = ws.run("sweep " + path + " --local --out " + (ws.dir / "out").string());
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("hylo: error: " + path + ": point 01_lr_typo-1:") == 0);
+  CHECK(r.output.find("lr_typo") != std::string::npos);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK(!fs::exists(ws.dir / "out"));
+}
+
+TEST_CASE("sweep --dry-run lists the points and runs nothing") {
+  SweepWorkspace ws("dry");
+  const std::string path = ws.sweep("d.yaml", "name: d\ngrid: {train.lr: [0.001, 0.002, 0.003]}\n");
+  const auto r = ws.run("sweep " + path + " --local --dry-run --out out");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.find("3 points") != std::string::npos);
+  CHECK(r.output.find("02_lr-0.003") != std::string::npos);
+  CHECK(!fs::exists(ws.dir / "out"));
+}
+
+TEST_CASE("sweep --local runs each point once, skips finished ones, and report tabulates them") {
+  SweepWorkspace ws("local");
+  const std::string path = ws.sweep("l.yaml", "name: l\ngrid: {model.local.kind: [pbb, swa]}\nset: {model.local.window: 8}\n");
+  const auto first = ws.run("sweep " + path + " --local --out out");
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  const fs::path sweep_dir = ws.dir / "out/l";
+  for (const char* point : {"00_kind-pbb", "01_kind-swa"})
+    CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
+  const std::string json = read_text(sweep_dir / "sweep.json");
+  CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
+
+  const auto second = ws.run("sweep " + path + " --local --out out");
+  REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+  CHECK(second.output.find("00_kind-pbb already finished, skipping") != std::string::npos);
+  CHECK(second.output.find("01_kind-swa already finished, skipping") != std::string::npos);
+  CHECK(second.output.find("sweep: running") == std::string::npos);
+
+  // A sweep file edited under an existing run dir is refused rather than mixed into it.
+  ws.sweep("l.yaml", "name: l\ngrid: {model.local.kind: [pbb, swa]}\nset: {model.local.window: 8, train.lr: 0.1}\n");
+  const auto edited = ws.run("sweep " + path + " --local --out out");
+  CHECK(edited.exit_code == 1);
+  CHECK(edited.output.find("holds a different config") != std::string::npos);
+
+  // `hylo eval --json` output next to a run adds a retrieval column (other eval files are ignored).
+  std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json") << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}}})";
+  const auto report = ws.run("report out/l/");
+  REQUIRE_MESSAGE(report.exit_code == 0, report.output);
+  const std::string md = read_text(sweep_dir / "report.md");
+  CHECK(md.find("| point | model.local.kind | step | loss | val_loss | val_ppl |") != std::string::npos);
+  for (const char* point : {"00_kind-pbb", "01_kind-swa"}) {
+    const std::string val_loss = last_metric(sweep_dir / point, "val_loss");
+    CAPTURE(val_loss);
+    REQUIRE(!val_loss.empty());
+    CHECK(md.find(std::string("| ") + point + " | " + std::string(point).substr(8) + " | 5 | ") != std::string::npos);
+    CHECK(md.find(" | " + val_loss + " | ") != std::string::npos);
+  }
+  CHECK(report.output.find("| 01_kind-swa |") != std::string::npos);
+  CHECK(md.find("| retrieval_acc |") != std::string::npos);
+  CHECK(md.find(" | 0.2500 |\n") != std::string::npos);
+  CHECK(md.find(" | - |\n") != std::string::npos);  // the pbb run has no eval file
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0)
+    CHECK(fs::exists(sweep_dir / "loss.png"));
+}
+
+TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
+  SweepWorkspace ws("slurm");
+  const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local: {kind: swa, window: 8}}]\n"
+                                              "grid: {train.lr: [0.001, 0.002, 0.003]}\n");
+  const auto r = ws.run("sweep " + path + " --slurm --out out");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const fs::path dir = ws.dir / "out/s";
+  CHECK(r.output.find("sbatch " + fs::canonical(dir).string() + "/submit.sbatch") != std::string::npos);
+  const std::string script = read_text(dir / "submit.sbatch");
+  CHECK(script.find("#SBATCH --array=0-2\n") != std::string::npos);
+  CHECK(script.find("srun \"$HYLO\" train") != std::string::npos);
+  CHECK(script.find("SLURM_ARRAY_TASK_ID + 1") != std::string::npos);
+  const std::string points = read_text(dir / "points.txt");
+  CHECK(std::count(points.begin(), points.end(), '\n') == 3);
+  CHECK(points.find("--set 'model.local={kind: swa, window: 8}' --set 'train.lr=0.002'") != std::string::npos);
+  CHECK(!fs::exists(dir / "00_local-kind-swa-window-8_lr-0.001"));
+  // The script's own lines parse as shell, and each points.txt line evals back to its arguments.
+  CHECK(test::run_command("bash -n " + (dir / "submit.sbatch").string()).exit_code == 0);
+  const auto args = test::run_command("line=$(sed -n 2p " + (dir / "points.txt").string() +
+                                      "); eval \"set -- $line\"; echo $#; echo \"$3\"");
+  CHECK(args.output == "5\nmodel.local={kind: swa, window: 8}\n");
+}
