@@ -10,6 +10,7 @@
 #include <fstream>
 #include <unistd.h>
 
+#include "model_checkpoint_fixture.h"
 #include "run_command.h"
 #include "autograd/variable.h"
 #include "core/rng.h"
@@ -319,12 +320,7 @@ TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint w
   config.device = "cpu";
   validate(config);
   Transformer model(config.model, 5);
-  CheckpointState state;
-  state.step = 3;
-  for (const Parameter& p : model.parameters()) state.model.push_back({p.name, p.var.value()});
-  state.buffers = buffer_tensors(model);
-  state.config_yaml = to_yaml(config);
-  save_checkpoint(checkpoint_path(scratch / "run", 3), state);
+  test::write_model_checkpoint(scratch / "run", config, model, 3);
 
   const std::string base = std::string(HYLO_BINARY_DIR) + "/hylo eval " + (scratch / "run") +
                            " --tasks val,retrieval,lastword --n 4 --tokenizer " + kTokenizer + " --json ";

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "model_checkpoint_fixture.h"
 #include "run_command.h"
 #include "core/rng.h"
 #include "nn/generate.h"
@@ -232,12 +233,7 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   config.device = "cuda";  // decoding still runs on the CPU, with a note
   validate(config);
   Transformer model(config.model, 99);
-  CheckpointState state;
-  state.step = 7;
-  for (const Parameter& p : model.parameters()) state.model.push_back({p.name, p.var.value()});
-  state.buffers = buffer_tensors(model);
-  state.config_yaml = to_yaml(config);
-  save_checkpoint(checkpoint_path(dir.string(), 7), state);
+  test::write_model_checkpoint(dir.string(), config, model, 7);
 
   const std::string tokenizer = std::string(HYLO_SOURCE_DIR) + "/data/tokenizer/r50k_base.tiktoken";
   const std::string base = std::string(HYLO_BINARY_DIR) + "/hylo generate " + dir.string() +

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/rng.h"
+#include "model_gradcheck.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
 
@@ -48,27 +49,8 @@ TEST_CASE("model gradient matches fp64 finite differences for full, swa and pbb 
     Tensor inputs = Tensor::from_vector(ids, {B, T}), target_t = Tensor::from_vector(targets, {B * T});
 
     model.loss(inputs, target_t, 21).backward();
-    double worst = 0;
-    for (Parameter& p : model.parameters()) {
-      CAPTURE(p.name);
-      REQUIRE(p.var.has_grad());
-      const std::vector<double> grad = p.var.grad().to_vector<double>();
-      double* w = p.var.mutable_value().data<double>();
-      // Three random entries per parameter: central difference with h = 1e-5.
-      for (int probe = 0; probe < 3; ++probe) {
-        const int64_t i = int64_t(rng.below(uint64_t(p.var.value().numel())));
-        const double saved = w[i], h = 1e-5;
-        w[i] = saved + h;
-        const double up = loss_value(model, inputs, target_t);
-        w[i] = saved - h;
-        const double down = loss_value(model, inputs, target_t);
-        w[i] = saved;
-        const double numeric = (up - down) / (2 * h);
-        const double err = std::abs(numeric - grad[i]) / std::max(1e-6, std::abs(numeric) + std::abs(grad[i]));
-        worst = std::max(worst, err);
-        CHECK(err < 1e-5);
-      }
-    }
+    const double worst =
+        test::check_model_gradient(model, [&] { return loss_value(model, inputs, target_t); }, rng);
     MESSAGE(kind << ": worst relative error " << worst);
   }
 }

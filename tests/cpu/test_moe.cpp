@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "model_gradcheck.h"
 #include "core/rng.h"
 #include "nn/moe.h"
 #include "nn/transformer.h"
@@ -305,26 +306,8 @@ TEST_CASE("MoE transformer gradient (routed + shared experts, aux loss, capacity
       if (cs.capacity == 0) CHECK(s.dropped == 0);
     }
     MESSAGE(cs.router << ": dropped " << stats[0].dropped << " and " << stats[1].dropped << " of 44");
-    double worst = 0;
-    for (Parameter& p : model.parameters()) {
-      CAPTURE(p.name);
-      REQUIRE(p.var.has_grad());
-      const std::vector<double> grad = p.var.grad().to_vector<double>();
-      double* w = p.var.mutable_value().data<double>();
-      for (int probe = 0; probe < 3; ++probe) {
-        const int64_t i = int64_t(rng.below(uint64_t(p.var.value().numel())));
-        const double saved = w[i], h = 1e-5;
-        w[i] = saved + h;
-        const double up = scalar(model.loss(inputs, target_t, 21));
-        w[i] = saved - h;
-        const double down = scalar(model.loss(inputs, target_t, 21));
-        w[i] = saved;
-        const double numeric = (up - down) / (2 * h);
-        const double err = std::abs(numeric - grad[size_t(i)]) / std::max(1e-6, std::abs(numeric) + std::abs(grad[size_t(i)]));
-        worst = std::max(worst, err);
-        CHECK(err < 1e-5);
-      }
-    }
+    const double worst =
+        test::check_model_gradient(model, [&] { return scalar(model.loss(inputs, target_t, 21)); }, rng);
     MESSAGE(cs.router << ": worst relative error " << worst);
   }
 }
