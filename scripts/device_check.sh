@@ -6,7 +6,7 @@
 #           the CPU curve recorded under experiments/results/
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
-#   profile GPU time per op of one 205m-pbb step (HYLO_PROFILE=1)
+#   profile GPU time per op of one 205m-pbb and one 205m-full step (HYLO_PROFILE=1)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
@@ -45,7 +45,9 @@ for stage in $stages; do
           tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
       done ;;
     profile)
-      HYLO_PROFILE=1 $hylo bench train configs/205m-pbb.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_205m-pbb.log" ;;
+      for cfg in 205m-pbb 205m-full; do
+        HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_$cfg.log"
+      done ;;
     torch)
       python3 .peers/torch_ref.py train --layers 12 --variants pbb,swa,full \
         --deadline $(($(date +%s) + 420)) 2>&1 | tail -12 | tee -a "$summary" ;;
