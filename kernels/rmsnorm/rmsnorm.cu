@@ -1,5 +1,5 @@
-// RMSNorm forward (one warp per row) and backward (one block per fixed chunk of rows, with
-// deterministic fp32 partial sums for the weight gradient).
+// RMSNorm forward and backward, one warp per row; the backward's blocks own fixed chunks of rows
+// and write deterministic fp32 partial sums for the weight gradient.
 #include "core/cuda/allocator.h"
 #include "kernels/common/common.cuh"
 #include "kernels/rmsnorm/rmsnorm.h"
@@ -8,9 +8,9 @@ namespace hylo::cuda {
 namespace {
 
 constexpr int kForwardThreads = 256;  // 8 rows per block, one per warp
-constexpr int kBackwardThreads = 256;
+constexpr int kBackwardWarps = 4;
 constexpr int kMaxBackwardBlocks = 1024;
-constexpr int kMaxWidth = 8192;  // the per-block dw partial (fp32, 32 KiB) stays under the 48 KiB default
+constexpr int kMaxWidth = 8192;  // the per-warp dw sums: 4 x 8192 fp32 = 128 KiB of shared memory
 
 template <int VEC>
 __device__ __forceinline__ void load_weight(const nv_bf16* w_D, int d, float (&out)[VEC]) {
@@ -50,27 +50,30 @@ __global__ void rmsnorm_forward_kernel(int N, int D, float eps, const nv_bf16* x
   }
 }
 
-// Block b handles rows [b * rows_per_block, ...). dw_partial_GD is null when no dw is wanted.
+// Block b handles rows [b * rows_per_block, ...); warp w of the block takes every kBackwardWarps-th
+// of them, one row at a time, with no barrier per row (a block-wide reduction per row left the
+// SM idle on barriers). Each warp sums its own dw columns in its slice of shared memory; at the
+// end the slices are added in warp order, so the partial is deterministic. dw_partial_GD is null
+// when no dw is wanted. With accumulate_dx, dx += the gradient (the residual stream's buffer).
 template <int VEC>
 __global__ void rmsnorm_backward_kernel(int N, int D, int rows_per_block, const nv_bf16* x_ND, const nv_bf16* w_D,
                                         const float* rstd_N, const nv_bf16* dy_ND, nv_bf16* dx_ND,
-                                        float* dw_partial_GD) {
-  extern __shared__ float dw_acc_D[];  // this block's column sums; each thread owns its columns
-  __shared__ float reduce_buffer[32];
-  bool want_dw = dw_partial_GD != nullptr;
+                                        bool accumulate_dx, float* dw_partial_GD) {
+  extern __shared__ float dw_acc_WD[];  // (kBackwardWarps, D)
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const bool want_dw = dw_partial_GD != nullptr;
+  float* dw_acc = dw_acc_WD + int64_t(warp) * D;
   if (want_dw)
-    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC)
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) dw_acc_D[d + k] = 0.f;
+    for (int d = lane; d < D; d += 32) dw_acc[d] = 0.f;
 
-  int row0 = blockIdx.x * rows_per_block, row1 = min(N, row0 + rows_per_block);
-  for (int row = row0; row < row1; ++row) {
+  const int row0 = blockIdx.x * rows_per_block, row1 = min(N, row0 + rows_per_block);
+  for (int row = row0 + warp; row < row1; row += kBackwardWarps) {
     const nv_bf16* x = x_ND + int64_t(row) * D;
     const nv_bf16* dy = dy_ND + int64_t(row) * D;
     nv_bf16* dx = dx_ND + int64_t(row) * D;
-    float r = rstd_N[row];
+    const float r = rstd_N[row];
     float dot = 0.f;  // Σ dy w x
-    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC) {
+    for (int d = lane * VEC; d < D; d += 32 * VEC) {
       float xv[VEC], gv[VEC], wv[VEC];
       load_floats<VEC>(x + d, xv);
       load_floats<VEC>(dy + d, gv);
@@ -78,34 +81,49 @@ __global__ void rmsnorm_backward_kernel(int N, int D, int rows_per_block, const 
 #pragma unroll
       for (int k = 0; k < VEC; ++k) dot += gv[k] * wv[k] * xv[k];
     }
-    dot = block_sum(dot, reduce_buffer);  // ends with a barrier: every dy read is done before dx writes
-    float c = r * r * r * dot / float(D);
-    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC) {
-      float xv[VEC], gv[VEC], wv[VEC], out[VEC];
+    // The shuffle orders every lane's dy reads before any dx write (dx may alias dy).
+    const float c = r * r * r * warp_sum(dot) / float(D);
+    for (int d = lane * VEC; d < D; d += 32 * VEC) {  // second read of the row hits L1
+      float xv[VEC], gv[VEC], wv[VEC], out[VEC], prior[VEC];
       load_floats<VEC>(x + d, xv);
       load_floats<VEC>(dy + d, gv);
       load_weight<VEC>(w_D, d, wv);
+      if (accumulate_dx) load_floats<VEC>(dx + d, prior);
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
-        out[k] = r * gv[k] * wv[k] - c * xv[k];
-        if (want_dw) dw_acc_D[d + k] += gv[k] * xv[k] * r;
+        out[k] = r * gv[k] * wv[k] - c * xv[k] + (accumulate_dx ? prior[k] : 0.f);
+        if (want_dw) dw_acc[d + k] += gv[k] * xv[k] * r;
       }
       store_floats<VEC>(dx + d, out);
     }
   }
-  if (want_dw)
-    for (int d = threadIdx.x * VEC; d < D; d += blockDim.x * VEC)
+  if (!want_dw) return;
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.f;
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) dw_partial_GD[int64_t(blockIdx.x) * D + d + k] = dw_acc_D[d + k];
+    for (int w = 0; w < kBackwardWarps; ++w) sum += dw_acc_WD[int64_t(w) * D + d];
+    dw_partial_GD[int64_t(blockIdx.x) * D + d] = sum;
+  }
 }
 
-// dw[d] += Σ_g partial[g, d], g in increasing order: the deterministic second pass.
+// dw[d] += Σ_g partial[g, d]: the deterministic second pass. A block covers 32 columns with
+// kReduceSlices slices of blocks each (slice s sums g = s, s + kReduceSlices, ... in order), then
+// the slices are added in slice order.
+constexpr int kReduceSlices = 8;
 __global__ void reduce_partials_kernel(int G, int D, const float* partial_GD, nv_bf16* dw_D) {
-  int d = blockIdx.x * blockDim.x + threadIdx.x;
-  if (d >= D) return;
+  __shared__ float slice_sums[kReduceSlices][32];
+  const int col = threadIdx.x & 31, slice = threadIdx.x >> 5, d = blockIdx.x * 32 + col;
   float sum = 0.f;
-  for (int g = 0; g < G; ++g) sum += partial_GD[int64_t(g) * D + d];
-  dw_D[d] = __float2bfloat16_rn(__bfloat162float(dw_D[d]) + sum);
+  if (d < D)
+    for (int g = slice; g < G; g += kReduceSlices) sum += partial_GD[int64_t(g) * D + d];
+  slice_sums[slice][col] = sum;
+  __syncthreads();
+  if (slice != 0 || d >= D) return;
+  float total = 0.f;
+#pragma unroll
+  for (int s = 0; s < kReduceSlices; ++s) total += slice_sums[s][col];
+  dw_D[d] = __float2bfloat16_rn(__bfloat162float(dw_D[d]) + total);
 }
 
 }  // namespace
@@ -126,7 +144,7 @@ void rmsnorm_forward(int N, int D, float eps, const bf16* x_ND, const bf16* w_D,
 }
 
 void rmsnorm_backward(int N, int D, const bf16* x_ND, const bf16* w_D, const float* rstd_N, const bf16* dy_ND,
-                      bf16* dx_ND, bf16* dw_D, cudaStream_t stream) {
+                      bf16* dx_ND, bool accumulate_dx, bf16* dw_D, cudaStream_t stream) {
   HYLO_CUDA_REQUIRE(N >= 0 && D > 0 && D <= kMaxWidth, "rmsnorm_backward: bad shape N=%d D=%d (D <= %d)", N, D,
                     kMaxWidth);
   HYLO_CUDA_REQUIRE(w_D || !dw_D, "rmsnorm_backward: a weight gradient was requested without a weight");
@@ -135,17 +153,15 @@ void rmsnorm_backward(int N, int D, const bf16* x_ND, const bf16* w_D, const flo
   int rows_per_block = int(ceil_div(N, G));
   G = int(ceil_div(N, rows_per_block));  // no empty blocks
   float* partial_GD = dw_D ? static_cast<float*>(stream_scratch(size_t(G) * D * sizeof(float), stream)) : nullptr;
-  size_t smem = dw_D ? size_t(D) * sizeof(float) : 0;
+  int smem = dw_D ? kBackwardWarps * D * int(sizeof(float)) : 0;
   bool vec = D % 8 == 0 && aligned16(x_ND) && aligned16(dy_ND) && aligned16(dx_ND) && (!w_D || aligned16(w_D));
-  if (vec)
-    rmsnorm_backward_kernel<8><<<G, kBackwardThreads, smem, stream>>>(
-        N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N, as_nv(dy_ND), as_nv(dx_ND), partial_GD);
-  else
-    rmsnorm_backward_kernel<1><<<G, kBackwardThreads, smem, stream>>>(
-        N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N, as_nv(dy_ND), as_nv(dx_ND), partial_GD);
+  auto kernel = vec ? rmsnorm_backward_kernel<8> : rmsnorm_backward_kernel<1>;
+  HYLO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kernel<<<G, kBackwardWarps * 32, smem, stream>>>(N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N,
+                                                   as_nv(dy_ND), as_nv(dx_ND), accumulate_dx, partial_GD);
   HYLO_CUDA_LAUNCH_CHECK("rmsnorm_backward_kernel");
   if (dw_D) {
-    reduce_partials_kernel<<<ceil_div(D, 256), 256, 0, stream>>>(G, D, partial_GD, as_nv(dw_D));
+    reduce_partials_kernel<<<ceil_div(D, 32), kReduceSlices * 32, 0, stream>>>(G, D, partial_GD, as_nv(dw_D));
     HYLO_CUDA_LAUNCH_CHECK("reduce_partials_kernel");
   }
 }

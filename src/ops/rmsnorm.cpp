@@ -32,22 +32,26 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
   return Var::from_op(Y, {x, w}, [rstd, N, D](const Tensor& dY, std::vector<Var>& in) {
     const Tensor& X = in[0].value();
     const Tensor& W = in[1].value();
-    Tensor dX = Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
-    Tensor dW = Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
+    // Gradients that already exist (the residual stream's, a weight's from earlier micro-batches)
+    // are added into by the kernel itself rather than through a separate add.
+    const bool add_dx = in[0].requires_grad() && in[0].has_grad() && in[0].mutable_grad().is_contiguous();
+    const bool add_dw = in[1].requires_grad() && in[1].has_grad();
+    Tensor dX = add_dx ? in[0].mutable_grad() : Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
+    Tensor dW = add_dw ? in[1].mutable_grad() : Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
     if (!on_cuda(X, "rmsnorm", [&] {
 #if HYLO_WITH_CUDA
           cuda::rmsnorm_backward(N, D, X.data<bf16>(), W.data<bf16>(), rstd.data<float>(), dY.data<bf16>(),
-                                 dX.data<bf16>(), dW.data<bf16>(), cuda::stream());
+                                 dX.data<bf16>(), add_dx, dW.data<bf16>(), cuda::stream());
 #endif
         })) {
       with_cpu_float(X, "rmsnorm", [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         cpu::rmsnorm_backward<T>(N, D, X.data<T>(), W.data<T>(), rstd.data<T>(), dY.data<T>(), dX.data<T>(),
-                                 dW.data<T>());
+                                 add_dx, dW.data<T>());
       });
     }
-    if (in[0].requires_grad()) in[0].accumulate_grad(dX);
-    if (in[1].requires_grad()) in[1].accumulate_grad(dW);
+    if (in[0].requires_grad() && !add_dx) in[0].accumulate_grad(dX);
+    if (in[1].requires_grad() && !add_dw) in[1].accumulate_grad(dW);
   });
 }
 

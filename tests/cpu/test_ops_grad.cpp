@@ -185,8 +185,15 @@ TEST_CASE("rmsnorm: backward matches finite differences; dx overwritten, dw accu
     }
     Vec dx(N * D, std::numeric_limits<double>::quiet_NaN());  // must be overwritten
     Vec prior = randn(D, 43), dw = prior;
-    cpu::rmsnorm_backward<double>(N, D, x.data(), wp, rstd.data(), G.data(), dx.data(), weight ? dw.data() : nullptr);
-    check_grad("dx", dx, numeric_grad(x, loss));
+    cpu::rmsnorm_backward<double>(N, D, x.data(), wp, rstd.data(), G.data(), dx.data(), false,
+                                  weight ? dw.data() : nullptr);
+    const Vec numeric_dx = numeric_grad(x, loss);
+    check_grad("dx", dx, numeric_dx);
+    // accumulate_dx adds into an existing gradient (the residual stream's).
+    Vec prior_dx = randn(N * D, 44), sum_dx = prior_dx;
+    cpu::rmsnorm_backward<double>(N, D, x.data(), wp, rstd.data(), G.data(), sum_dx.data(), true, nullptr);
+    for (int i = 0; i < N * D; ++i) sum_dx[i] -= prior_dx[i];
+    check_grad("dx (accumulated)", sum_dx, numeric_dx);
     if (weight) {
       Vec grad(D);
       for (int d = 0; d < D; ++d) grad[d] = dw[d] - prior[d];

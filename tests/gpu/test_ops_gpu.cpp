@@ -181,32 +181,36 @@ OpCase embedding_case(int N, int V, int D) {
 }
 
 // ---- rmsnorm (unit_weight: w = dw = nullptr, the QK-norm form) ----
-OpCase rmsnorm_case(int N, int D, bool unit_weight = false) {
+// accumulate_dx: dx starts from a random prior (the residual stream's gradient) and is added into.
+OpCase rmsnorm_case(int N, int D, bool unit_weight = false, bool accumulate_dx = false) {
   auto x = std::make_shared<Input>(input(size_t(N) * D, 600 + D, 2.f));
   auto w = std::make_shared<Input>(input(D, 601 + D));
   auto dy = std::make_shared<Input>(input(size_t(N) * D, 602 + D));
   auto prior = std::make_shared<Input>(input(D, 603 + D));
+  auto prior_dx = std::make_shared<Input>(input(size_t(N) * D, 604 + D));
   const float eps = 1e-5f;
-  return {"rmsnorm N=" + std::to_string(N) + " D=" + std::to_string(D) + (unit_weight ? " unit weight" : ""),
+  return {"rmsnorm N=" + std::to_string(N) + " D=" + std::to_string(D) + (unit_weight ? " unit weight" : "") +
+              (accumulate_dx ? " dx +=" : ""),
           {{"y", kBf16}, {"rstd", kF32}, {"dx", kBf16}, {"dw", unit_weight ? kExact : kBf16}},
           [=] {
-            std::vector<float> y(size_t(N) * D), rstd(N), dx(size_t(N) * D), dw = prior->f;
+            std::vector<float> y(size_t(N) * D), rstd(N), dw = prior->f;
+            std::vector<float> dx = accumulate_dx ? prior_dx->f : std::vector<float>(size_t(N) * D);
             const float* wp = unit_weight ? nullptr : w->f.data();
             cpu::rmsnorm_forward<float>(N, D, eps, x->f.data(), wp, y.data(), rstd.data());
-            cpu::rmsnorm_backward<float>(N, D, x->f.data(), wp, rstd.data(), dy->f.data(), dx.data(),
+            cpu::rmsnorm_backward<float>(N, D, x->f.data(), wp, rstd.data(), dy->f.data(), dx.data(), accumulate_dx,
                                          unit_weight ? nullptr : dw.data());
             return Outputs{y, rstd, dx, dw};
           },
           [=] {
-            DeviceBuffer<bf16> xd(x->b), wd(w->b), y(size_t(N) * D), g(dy->b), dx(size_t(N) * D), dw(prior->b);
+            DeviceBuffer<bf16> xd(x->b), wd(w->b), y(size_t(N) * D), g(dy->b), dx(prior_dx->b), dw(prior->b);
             DeviceBuffer<float> rstd(N);
             const bf16* wp = unit_weight ? nullptr : wd.ptr;
             y.poison();
             rstd.poison();
-            dx.poison();
+            if (!accumulate_dx) dx.poison();
             cuda::rmsnorm_forward(N, D, eps, xd.ptr, wp, y.ptr, rstd.ptr, test_stream());
-            cuda::rmsnorm_backward(N, D, xd.ptr, wp, rstd.ptr, g.ptr, dx.ptr, unit_weight ? nullptr : dw.ptr,
-                                   test_stream());
+            cuda::rmsnorm_backward(N, D, xd.ptr, wp, rstd.ptr, g.ptr, dx.ptr, accumulate_dx,
+                                   unit_weight ? nullptr : dw.ptr, test_stream());
             return Outputs{dl(y), dl(rstd), dl(dx), dl(dw)};  // unit weight: dw must stay the prior
           }};
 }
@@ -451,6 +455,8 @@ std::vector<OpCase> op_table() {
   t.push_back(rmsnorm_case(3000, 512));  // more rows than backward blocks: several rows per block
   t.push_back(rmsnorm_case(7, 13));
   t.push_back(rmsnorm_case(100, 64, true));
+  t.push_back(rmsnorm_case(1000, 1024, false, true));
+  t.push_back(rmsnorm_case(33, 1536, false, true));
   t.push_back(rope_case(2, 67, 4, 64, 5));
   t.push_back(rope_case(1, 7, 3, 12, 0));
   t.push_back(swiglu_case(300, 256));

@@ -101,7 +101,7 @@ TEST_CASE("allocator: a steady-state training-like sequence of kernels makes no 
     cuda::embedding_forward(N, V, D, id.ptr, table.ptr, x.ptr, nullptr);
     cuda::rmsnorm_forward(N, D, 1e-5f, x.ptr, w.ptr, y.ptr, rstd.ptr, nullptr);
     cuda::gemm(false, true, N, D, D, 1.f, y.ptr, table.ptr, 0.f, x.ptr, nullptr);
-    cuda::rmsnorm_backward(N, D, x.ptr, w.ptr, rstd.ptr, y.ptr, y.ptr, dw.ptr, nullptr);
+    cuda::rmsnorm_backward(N, D, x.ptr, w.ptr, rstd.ptr, y.ptr, y.ptr, false, dw.ptr, nullptr);
     cuda::embedding_backward(N, V, D, id.ptr, y.ptr, dtable.ptr, nullptr);
     const bf16* bufs[] = {dw.ptr, dtable.ptr};
     int64_t sizes[] = {D, int64_t(V) * D};
@@ -131,7 +131,7 @@ TEST_CASE("determinism: embedding/rmsnorm weight gradients, reductions and gemm 
     CUDA_OK(cudaMemset(dw.ptr, 0, size_t(D) * 2));
     cuda::embedding_backward(N, V, D, id.ptr, dout.ptr, dtable.ptr, nullptr);
     cuda::rmsnorm_forward(N, D, 1e-5f, x.ptr, w.ptr, y.ptr, rstd.ptr, nullptr);
-    cuda::rmsnorm_backward(N, D, x.ptr, w.ptr, rstd.ptr, dout.ptr, dx.ptr, dw.ptr, nullptr);
+    cuda::rmsnorm_backward(N, D, x.ptr, w.ptr, rstd.ptr, dout.ptr, dx.ptr, false, dw.ptr, nullptr);
     const bf16* bufs[] = {dout.ptr, x.ptr};
     int64_t sizes[] = {int64_t(N) * D, int64_t(N) * D - 5};
     cuda::global_norm(2, bufs, sizes, norm.ptr, nullptr);

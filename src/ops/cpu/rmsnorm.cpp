@@ -22,7 +22,7 @@ void rmsnorm_forward(int N, int D, T eps, const T* x_ND, const T* w_D, T* y_ND, 
 
 template <class T>
 void rmsnorm_backward(int N, int D, const T* x_ND, const T* w_D, const T* rstd_N, const T* dy_ND, T* dx_ND,
-                      T* dw_D) {
+                      bool accumulate_dx, T* dw_D) {
   HYLO_CHECK(w_D || !dw_D, "rmsnorm: a weight gradient was requested without a weight");
   for (int n = 0; n < N; ++n) {
     const T* x = x_ND + int64_t(n) * D;
@@ -37,13 +37,14 @@ void rmsnorm_backward(int N, int D, const T* x_ND, const T* w_D, const T* rstd_N
       for (int d = 0; d < D; ++d) dw_D[d] += T(double(dy[d]) * double(x[d]) * r);
     double c = r * r * r * dot / D;
     for (int d = 0; d < D; ++d)
-      dx[d] = T(r * double(dy[d]) * (w_D ? double(w_D[d]) : 1.0) - c * double(x[d]));
+      dx[d] = T(r * double(dy[d]) * (w_D ? double(w_D[d]) : 1.0) - c * double(x[d]) +
+                (accumulate_dx ? double(dx[d]) : 0.0));
   }
 }
 
 #define HYLO_INSTANTIATE(T)                                                                          \
   template void rmsnorm_forward<T>(int, int, T, const T*, const T*, T*, T*);                        \
-  template void rmsnorm_backward<T>(int, int, const T*, const T*, const T*, const T*, T*, T*);
+  template void rmsnorm_backward<T>(int, int, const T*, const T*, const T*, const T*, T*, bool, T*);
 HYLO_INSTANTIATE(float)
 HYLO_INSTANTIATE(double)
 #undef HYLO_INSTANTIATE
