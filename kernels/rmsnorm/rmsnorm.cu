@@ -50,6 +50,14 @@ __global__ void rmsnorm_forward_kernel(int N, int D, float eps, const nv_bf16* x
   }
 }
 
+// Where column d of a warp's dw sums lives: lane l owns the VEC columns from VEC * (l + 32 j), so
+// storing them VEC-strided ("column d % VEC, then d / VEC") puts the 32 lanes' k-th columns in 32
+// consecutive words, free of bank conflicts.
+template <int VEC>
+__device__ __forceinline__ int dw_slot(int d, int D) {
+  return (d % VEC) * (D / VEC) + d / VEC;
+}
+
 // Block b handles rows [b * rows_per_block, ...); warp w of the block takes every kBackwardWarps-th
 // of them, one row at a time, with no barrier per row (a block-wide reduction per row left the
 // SM idle on barriers). Each warp sums its own dw columns in its slice of shared memory; at the
@@ -92,7 +100,7 @@ __global__ void rmsnorm_backward_kernel(int N, int D, int rows_per_block, const 
 #pragma unroll
       for (int k = 0; k < VEC; ++k) {
         out[k] = r * gv[k] * wv[k] - c * xv[k] + (accumulate_dx ? prior[k] : 0.f);
-        if (want_dw) dw_acc[d + k] += gv[k] * xv[k] * r;
+        if (want_dw) dw_acc[dw_slot<VEC>(d + k, D)] += gv[k] * xv[k] * r;
       }
       store_floats<VEC>(dx + d, out);
     }
@@ -102,7 +110,7 @@ __global__ void rmsnorm_backward_kernel(int N, int D, int rows_per_block, const 
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float sum = 0.f;
 #pragma unroll
-    for (int w = 0; w < kBackwardWarps; ++w) sum += dw_acc_WD[int64_t(w) * D + d];
+    for (int w = 0; w < kBackwardWarps; ++w) sum += dw_acc_WD[int64_t(w) * D + dw_slot<VEC>(d, D)];
     dw_partial_GD[int64_t(blockIdx.x) * D + d] = sum;
   }
 }
