@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Builds hylo with CUDA (sm_90) on this machine and gathers what the GPU machine lacks into
+# Builds hylo with CUDA (sm_90a) on this machine and gathers what the GPU machine lacks into
 # .devbundle/ (git-ignored; name it in the device call's `carry`): the executables and the shared
 # libraries they need that are not part of the C runtime or the CUDA toolkit found there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HYLO_BUILD_DIR:-build-gpu}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHYLO_CUDA=ON -DHYLO_CUDA_ARCH=90 >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHYLO_CUDA=ON -DHYLO_CUDA_ARCH=90a >/dev/null
 cmake --build "$build" -j"$(nproc)" --target hylo hylo_gpu_tests
 rm -rf .devbundle && mkdir -p .devbundle/bin .devbundle/lib
 cp "$build"/hylo "$build"/tests/hylo_gpu_tests .devbundle/bin/

@@ -16,6 +16,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/wgmma.cuh"
 
 namespace hylo::cuda {
 namespace attn {
@@ -262,6 +263,141 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   }
 }
 
+#if HYLO_WGMMA
+// ---- 2'. dK, dV for head dim 64 on warpgroup MMA (sm_90a) -----------------------------------------
+// The structure of attention_bwd_dkdv_kernel with one warpgroup per 64 keys (warp w owns keys
+// 16w..16w+15, as there) and query tiles of 64 taken whole: S^T = K Q^T and dP^T = V dO^T read
+// K, V, Q and dO straight from the swizzled tiles; dV += P^T dO and dK += dS^T Q take P^T and dS^T
+// from registers and dO, Q as N-major B. The mma.sync version re-reads every operand through
+// ldmatrix into registers, which made shared memory its bottleneck.
+// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, alignment slack.
+constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes + 4 * kWgRows * 4;
+
+__global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
+  constexpr int D = 64, BN = kWgRows, BM = kWgRows, kThreads = kWgThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem;
+  const uint32_t base = align_smem_1024(smem_raw, smem);
+  // Layout: K, V; per stage Q, dO; then per stage lse, D_i (BM floats each).
+  const uint32_t sK = base, sV = base + kWgTileBytes;
+  auto sQ = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
+  auto sdO = [&](int stage) { return sQ(stage) + kWgTileBytes; };
+  float* vec_base = reinterpret_cast<float*>(smem + 6 * kWgTileBytes);
+  auto sLse = [&](int stage) { return vec_base + stage * 2 * BM; };
+  auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int T = p.T, n0 = n_block * BN;
+  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
+  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
+  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+
+  auto last_query = [&](int s) { return int(min(attn_highest_query(p.mask, s), int64_t(T - 1))); };
+  const int m_first = n0 / BM, m_last = last_query(min(n0 + BN - 1, T - 1)) / BM;
+  const int m_count = m_last - m_first + 1, iters = p.group * m_count;
+
+  auto load_q_tile = [&](int it, int stage) {
+    const int h = hk * p.group + it / m_count, m0 = (m_first + it % m_count) * BM;
+    const size_t head_off = (size_t(b) * T * p.Hq + h) * D;
+    load_tile<BM, D, kThreads>(sQ(stage), p.q + head_off, q_stride, m0, T, tid);
+    load_tile<BM, D, kThreads>(sdO(stage), p.dout + head_off, q_stride, m0, T, tid);
+    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
+    for (int i = tid; i < 2 * BM; i += kThreads) {
+      const int t = m0 + (i % BM);
+      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
+      cp_async_4(smem_u32((i < BM ? sLse(stage) : sDvec(stage)) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
+    }
+  };
+  load_tile<BN, D, kThreads>(sK, k_head, kv_stride, n0, T, tid);
+  load_tile<BN, D, kThreads>(sV, v_head, kv_stride, n0, T, tid);
+  load_q_tile(0, 0);
+  cp_async_commit();
+
+  // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its two key rows.
+  const int wk0 = n0 + warp * 16, wk1 = wk0 + 15;
+  const int wk0_hi = last_query(wk0), block_hi = last_query(min(n0 + BN - 1, T - 1));
+  int key_row[2], key_hi[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    key_row[half] = wk0 + g + 8 * half;
+    key_hi[half] = last_query(key_row[half]);
+  }
+
+  float dk_acc[8][4], dv_acc[8][4], st[8][4], dpt[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dk_acc[j][i] = dv_acc[j][i] = st[j][i] = dpt[j][i] = 0.f;
+
+  int stage = 0;
+  for (int it = 0; it < iters; ++it, stage ^= 1) {
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();
+    if (it + 1 < iters) {
+      load_q_tile(it + 1, stage ^ 1);
+      cp_async_commit();
+    }
+    const int m0 = (m_first + it % m_count) * BM;
+    // Block-uniform skip when no key of the tile is seen by any of the tile's queries.
+    if (m0 + BM - 1 < n0 || m0 > block_hi) continue;
+    const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
+
+    // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries.
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      wgmma_ss(st, sw128_desc(sK + ks * 32), sw128_desc(q_tile + ks * 32), ks > 0);
+      wgmma_ss(dpt, sw128_desc(sV + ks * 32), sw128_desc(do_tile + ks * 32), ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+
+    // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i); disallowed pairs give 0.
+    const bool needs_mask = !(m0 >= wk1 && m0 + BM - 1 <= wk0_hi);
+    const float* lse_tile = sLse(stage);
+    const float* dvec_tile = sDvec(stage);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int col0 = j * 8 + 2 * c;
+      const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + col0);
+      const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int half = i >> 1, col = i & 1, t = m0 + col0 + col;
+        float pr = fast_exp2(fmaf(st[j][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
+        if (needs_mask && (t < key_row[half] || t > key_hi[half])) pr = 0.f;
+        st[j][i] = pr;
+        dpt[j][i] = pr * (dpt[j][i] - (col ? dv2.y : dv2.x));
+      }
+    }
+
+    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step (2048 bytes of the N-major tile).
+    uint32_t pa[4][4], dsa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      c_to_a(pa[kk], st, kk);
+      c_to_a(dsa[kk], dpt, kk);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      wgmma_rs_bn(dv_acc, pa[kk], sw128_desc(do_tile + kk * 2048));
+      wgmma_rs_bn(dk_acc, dsa[kk], sw128_desc(q_tile + kk * 2048));
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+
+  // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
+  __nv_bfloat16* dk_head = p.dk + (size_t(b) * T * p.Hkv + hk) * D;
+  __nv_bfloat16* dv_head = p.dv + (size_t(b) * T * p.Hkv + hk) * D;
+  store_rows<D>(dk_head, kv_stride, wk0, T, dk_acc, p.scale, p.scale, lane);
+  store_rows<D>(dv_head, kv_stride, wk0, T, dv_acc, 1.f, 1.f, lane);
+}
+#endif  // HYLO_WGMMA
+
 // ---- 3. dQ over query tiles --------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
@@ -415,6 +551,107 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
     store_rows<D>(p.dq + q_off, q_stride, w0 + mt * 16, T, dq_acc[mt], p.scale, p.scale, lane);
 }
 
+#if HYLO_WGMMA
+// ---- 3'. dQ for head dim 64 on warpgroup MMA (sm_90a) --------------------------------------------
+// attention_bwd_dq_kernel's structure with one warpgroup per 64 queries (warp w owns rows
+// 16w..16w+15) and key tiles of 64 taken whole: S = Q K^T and dP = dO V^T read Q, dO, K and V from
+// the swizzled tiles; dQ += dS K takes dS from registers and K as an N-major B.
+__global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
+  constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem;
+  const uint32_t base = align_smem_1024(smem_raw, smem);
+  // Layout: Q, dO; then per stage K, V.
+  const uint32_t sQ = base, sdO = base + kWgTileBytes;
+  auto sK = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
+  auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int m_block = gridDim.x - 1 - blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int T = p.T, m0 = m_block * BM;
+  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
+  const size_t q_off = (size_t(b) * T * p.Hq + h) * D;
+  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
+  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+
+  const int q_last = min(m0 + BM - 1, T - 1);
+  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
+
+  load_tile<BM, D, kThreads>(sQ, p.q + q_off, q_stride, m0, T, tid);
+  load_tile<BM, D, kThreads>(sdO, p.dout + q_off, q_stride, m0, T, tid);
+  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  cp_async_commit();
+
+  const int w0 = m0 + warp * 16, w1 = w0 + 15;
+  const int w1_lo = int(p.mask.lowest_key(w1));
+  int row[2], row_lo[2];
+  float row_lse2[2], row_dvec[2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int t = w0 + g + 8 * half;
+    row[half] = t;
+    row_lo[half] = int(p.mask.lowest_key(t));
+    const size_t idx = (size_t(b) * p.Hq + h) * T + t;
+    row_lse2[half] = t < T ? p.lse[idx] * kLog2e : 0.f;
+    row_dvec[half] = t < T ? p.dvec[idx] : 0.f;
+  }
+
+  float dq_acc[8][4], s_acc[8][4], dp_acc[8][4];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) dq_acc[j][i] = s_acc[j][i] = dp_acc[j][i] = 0.f;
+
+  int stage = 0;
+  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();
+    if (n > n_first) {
+      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
+      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      cp_async_commit();
+    }
+    const int n0 = n * BN;
+    const uint32_t k_tile = sK(stage), v_tile = sV(stage);
+
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      wgmma_ss(s_acc, sw128_desc(sQ + ks * 32), sw128_desc(k_tile + ks * 32), ks > 0);
+      wgmma_ss(dp_acc, sw128_desc(sdO + ks * 32), sw128_desc(v_tile + ks * 32), ks > 0);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+
+    // P = exp(S * scale - lse); dS = P (dP - D_i); disallowed pairs give 0.
+    const bool needs_mask = !(n0 + BN - 1 <= w0 && n0 >= w1_lo);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
+        float pr = fast_exp2(fmaf(s_acc[j][i], p.scale_log2, -row_lse2[half]));
+        if (needs_mask && (s < row_lo[half] || s > row[half])) pr = 0.f;
+        dp_acc[j][i] = pr * (dp_acc[j][i] - row_dvec[half]);
+      }
+
+    // dQ += dS K, 16 keys per k-step (2048 bytes of the K tile read N-major).
+    uint32_t dsa[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) c_to_a(dsa[kk], dp_acc, kk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_bn(dq_acc, dsa[kk], sw128_desc(k_tile + kk * 2048));
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+  store_rows<D>(p.dq + q_off, q_stride, w0, T, dq_acc, p.scale, p.scale, lane);
+}
+#endif  // HYLO_WGMMA
+
 template <class Kernel>
 void reserve_smem(Kernel kernel, int bytes, const char* what) {
   check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
@@ -428,6 +665,13 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     attention_bwd_dot_kernel<D><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(p);
     check_launch("attention_backward (D_i)");
   }
+#if HYLO_WGMMA
+  if constexpr (D == 64) {
+    reserve_smem(attention_bwd_dkdv_wgmma_kernel, kWgBwdSmem, "attention_backward (dK, dV)");
+    attention_bwd_dkdv_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
+    check_launch("attention_backward (dK, dV)");
+  } else
+#endif
   {
     using Tr = DkvTraits<D>;
     constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
@@ -435,6 +679,13 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
     check_launch("attention_backward (dK, dV)");
   }
+#if HYLO_WGMMA
+  if constexpr (D == 64) {
+    reserve_smem(attention_bwd_dq_wgmma_kernel, kWgBwdSmem, "attention_backward (dQ)");
+    attention_bwd_dq_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
+    check_launch("attention_backward (dQ)");
+  } else
+#endif
   {
     using Tr = DqTraits<D>;
     constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2;

@@ -12,6 +12,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/wgmma.cuh"
 
 namespace hylo::cuda {
 namespace attn {
@@ -209,17 +210,162 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   }
 }
 
+#if HYLO_WGMMA
+// Head dim 64 on warpgroup MMA (sm_90a): one warpgroup per 64 queries (warp w owns rows
+// 16w..16w+15, its online-softmax state in registers as above), key tiles of 64. S = Q K^T reads Q
+// and K straight from the swizzled tiles; O += P V takes P from registers and V as an N-major B.
+// A warp whose rows see none of a tile still runs the warpgroup's products; its scores are masked
+// to -inf like any disallowed pair.
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + 5 * kWgTileBytes;
+
+__global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(const FwdParams p) {
+  constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem;
+  const uint32_t base = align_smem_1024(smem_raw, smem);
+  // Layout: Q, then K stage 0, V stage 0, K stage 1, V stage 1.
+  const uint32_t sQ = base;
+  auto sK = [&](int stage) { return base + (1 + 2 * stage) * kWgTileBytes; };
+  auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest rows first: the causal tail balances
+  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
+  const int T = p.T, m0 = m_block * BM;
+  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
+  const __nv_bfloat16* q_head = p.q + (size_t(b) * T * p.Hq + h) * D;
+  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
+  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+
+  const int q_last = min(m0 + BM - 1, T - 1);
+  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
+
+  load_tile<BM, D, kThreads>(sQ, q_head, q_stride, m0, T, tid);
+  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  cp_async_commit();
+
+  const int w0 = m0 + warp * 16, w1 = w0 + 15;
+  const int w1_lo = int(p.mask.lowest_key(w1));
+  int row_lo[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
+
+  float o_acc[8][4], s_acc[8][4];
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max of raw scores; partial sum
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o_acc[j][i] = s_acc[j][i] = 0.f;
+
+  int stage = 0;
+  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
+    cp_async_wait_all();
+    fence_proxy_async();
+    __syncthreads();  // tile n visible to all; everyone done with stage^1 from the previous step
+    if (n > n_first) {
+      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
+      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      cp_async_commit();
+    }
+    const int n0 = n * BN;
+
+    // S = Q K^T (raw scores, scaled inside exp2).
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      wgmma_ss(s_acc, sw128_desc(sQ + ks * 32), sw128_desc(sK(stage) + ks * 32), ks > 0);
+    wgmma_commit();
+    wgmma_wait_all();
+
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int half = i >> 1, t = w0 + g + 8 * half, s = n0 + j * 8 + 2 * c + (i & 1);
+          if (s < row_lo[half] || s > t) s_acc[j][i] = -INFINITY;
+        }
+    }
+
+    // Online softmax: rescale what was accumulated when the running max grows.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = row_max[half];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[j][2 * half], s_acc[j][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
+      const float base_log2 = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+      const float correction = fast_exp2(row_max[half] * p.scale_log2 - base_log2);
+      row_max[half] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        float* sv = &s_acc[j][2 * half];
+        sv[0] = fast_exp2(fmaf(sv[0], p.scale_log2, -base_log2));
+        sv[1] = fast_exp2(fmaf(sv[1], p.scale_log2, -base_log2));
+        sum += sv[0] + sv[1];
+      }
+      row_sum[half] = row_sum[half] * correction + sum;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        o_acc[j][2 * half] *= correction;
+        o_acc[j][2 * half + 1] *= correction;
+      }
+    }
+
+    // O += P V, 16 keys per k-step (2048 bytes of the V tile read N-major).
+    uint32_t p_frag[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs_bn(o_acc, p_frag[kk], sw128_desc(sV(stage) + kk * 2048));
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+
+  // Epilogue: finish the row sums across the quad, normalise, write out and lse.
+  __nv_bfloat16* out_head = p.out + (size_t(b) * T * p.Hq + h) * D;
+  float* lse_row = p.lse + (size_t(b) * p.Hq + h) * T;
+  float inv[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[half] = sum > 0.f ? 1.f / sum : 0.f;
+    const int t = w0 + g + 8 * half;
+    if (c == 0 && t < T) lse_row[t] = row_max[half] * p.scale + logf(sum);
+  }
+  store_rows<D>(out_head, q_stride, w0, T, o_acc, inv[0], inv[1], lane);
+}
+#endif  // HYLO_WGMMA
+
 template <int D>
 void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
-  using Tr = FwdTraits<D>;
-  constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
-  constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
-  auto kernel = attention_fwd_kernel<D>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
-             "attention_forward: reserving shared memory");
-  dim3 grid(ceil_div(p.T, BM), p.Hq, B);
-  kernel<<<grid, kThreads, kSmem, stream>>>(p);
-  check_launch("attention_forward");
+#if HYLO_WGMMA
+  if constexpr (D == 64) {
+    check_cuda(cudaFuncSetAttribute(attention_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kWgFwdSmem),
+               "attention_forward: reserving shared memory");
+    attention_fwd_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kWgFwdSmem, stream>>>(p);
+    check_launch("attention_forward");
+  } else
+#endif
+  {
+    using Tr = FwdTraits<D>;
+    constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
+    constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
+    auto kernel = attention_fwd_kernel<D>;
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+               "attention_forward: reserving shared memory");
+    dim3 grid(ceil_div(p.T, BM), p.Hq, B);
+    kernel<<<grid, kThreads, kSmem, stream>>>(p);
+    check_launch("attention_forward");
+  }
 }
 
 }  // namespace
