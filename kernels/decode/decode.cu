@@ -9,7 +9,9 @@
 // query heads of its kv head; groups are merged through shared memory at the end.
 // Grid = (splits, kv heads * head chunks, batch): a split takes a contiguous share of the live
 // keys; with splits > 1 the block writes an unnormalised partial and decode_combine_kernel
-// merges the splits (second pass).
+// merges the splits (second pass). The combine is a programmatic dependent launch (Hopper PDL):
+// its blocks are scheduled while the split blocks still run and wait on the GPU for their
+// results, so the second pass does not pay a full kernel-boundary gap after the first.
 //
 // Legend: GT query heads per block (a divisor of the GQA group, <= 8), U keys per lane group per
 // iteration.
@@ -74,6 +76,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   __shared__ float red_m[kGroups][GT], red_l[kGroups][GT];
   __shared__ __align__(16) float red_acc[kGroups][GT][D];
 
+  // Lets the combine kernel (if any) be scheduled now; its griddepcontrol.wait still waits for
+  // this whole grid to finish and its writes to be visible. A no-op without a dependent launch.
+  cudaTriggerProgrammaticLaunchCompletion();
   const int tid = threadIdx.x, grp = tid / kLanes, lane = tid % kLanes;
   const int split = blockIdx.x, b = blockIdx.z;
   const int hk = blockIdx.y / p.chunks, h0 = hk * p.group + (blockIdx.y % p.chunks) * GT;
@@ -204,6 +209,7 @@ __global__ void __launch_bounds__(D) decode_combine_kernel(const float* part_acc
                                                            __nv_bfloat16* out, int splits) {
   const size_t bh = blockIdx.x;
   const int d = threadIdx.x;
+  cudaGridDependencySynchronize();  // the partials of decode_kernel, complete and visible
   float M = -INFINITY;
   for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[bh * splits + s].x);
   float L = 0.f, A = 0.f;
@@ -297,8 +303,17 @@ void launch_for_dim(const Params& p, int gt, dim3 grid, cudaStream_t stream) {
     default: launch<D, 1>(p, grid, stream); break;
   }
   if (p.splits > 1) {
-    decode_combine_kernel<D><<<p.Hq * (grid.z), D, 0, stream>>>(p.part_acc, p.part_ml, p.out, p.splits);
-    HYLO_CUDA_LAUNCH_CHECK("decode_combine_kernel");
+    cudaLaunchAttribute pdl[1];
+    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(unsigned(p.Hq) * grid.z);
+    config.blockDim = dim3(D);
+    config.stream = stream;
+    config.attrs = pdl;
+    config.numAttrs = 1;
+    HYLO_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_kernel<D>, static_cast<const float*>(p.part_acc),
+                                       static_cast<const float2*>(p.part_ml), p.out, p.splits));
   }
 }
 

@@ -1,10 +1,12 @@
-// `hylo generate`: load a checkpoint as `hylo eval` does, decode a prompt with KV caches on the
-// CPU (nn/generate.h), print the prompt and its continuation and a one-line summary.
+// `hylo generate`: load a checkpoint as `hylo eval` does, decode a prompt with KV caches
+// (nn/generate.h) on the CPU or on CUDA, print the prompt and its continuation and a one-line
+// summary.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "cli/commands.h"
 #include "data/tokenizer.h"
@@ -18,6 +20,7 @@ namespace {
 
 struct GenerateOptions {
   std::string path, prompt, tokenizer = "data/tokenizer/r50k_base.tiktoken";
+  std::string device;  // cpu | cuda; empty: the config's device (the CPU in a build without CUDA)
   int max_new_tokens = 64;
   SamplingOptions sampling;
   uint64_t seed = 0;
@@ -57,12 +60,15 @@ GenerateOptions parse_args(const Args& args) {
     else if (a == "--seed") o.seed = parse_number<uint64_t>(a, value());
     else if (a == "--tokenizer") o.tokenizer = value();
     else if (a == "--print-ids") o.print_ids = true;
+    else if (a == "--device") o.device = value();
     else if (a == "--set") o.overrides.push_back(value());
     else if (o.path.empty() && !a.starts_with("--")) o.path = a;
     else HYLO_FAIL("generate: unexpected argument '{}'", a);
   }
   HYLO_CHECK(!o.path.empty(), "generate: expected a run directory or checkpoint file");
   HYLO_CHECK(have_prompt, "generate: --prompt TEXT is required");
+  HYLO_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "--device: expected cpu or cuda, got '{}'",
+             o.device);
   HYLO_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got {}", o.max_new_tokens);
   check_sampling_options(o.sampling);
   return o;
@@ -72,12 +78,17 @@ GenerateOptions parse_args(const Args& args) {
 
 int run_generate_command(const Args& args) {
   GenerateOptions o = parse_args(args);
-  LoadedModel loaded = load_model_checkpoint(o.path, o.overrides, Device::cpu);
+  if (!o.device.empty()) o.overrides.push_back("device=" + o.device);
+  std::optional<Device> device;  // unset: the config's own device, checked against this build
+#if !HYLO_WITH_CUDA
+  if (o.device.empty()) device = Device::cpu;
+#endif
+  LoadedModel loaded = load_model_checkpoint(o.path, o.overrides, device);
   const Config& config = loaded.config;
   Transformer& model = *loaded.model;
-  if (config.device == "cuda")
-    fmt::print(stderr, "note: the config trains on cuda; hylo generate decodes on the CPU (the CUDA decode kernels "
-                       "in kernels/decode/ are not wired to it yet)\n");
+  const Device decode_device = model.parameters().front().var.value().device();
+  if (config.device == "cuda" && decode_device == Device::cpu)
+    fmt::print(stderr, "note: the config trains on cuda; this hylo was built without CUDA, so it decodes on the CPU\n");
 
   const data::Tokenizer tokenizer = data::Tokenizer::from_tiktoken(o.tokenizer);
   const int vocab_valid = std::min(tokenizer.vocab_size(), config.model.vocab_size);
@@ -116,9 +127,9 @@ int run_generate_command(const Args& args) {
   const double prefill_s = std::chrono::duration<double>(t1 - t0).count();
   const double decode_s = std::chrono::duration<double>(t2 - t1).count();
   fmt::print("{} (step {}): prompt {} tokens in {:.3f} s | {} new tokens in {:.3f} s ({:.1f} tokens/s) | KV per layer: "
-             "{} | cpu, {}\n",
+             "{} | {}, {}\n",
              loaded.path, loaded.step, prompt.size(), prefill_s, out.size(), decode_s,
-             decode_s > 0 ? double(out.size()) / decode_s : 0.0, kv,
+             decode_s > 0 ? double(out.size()) / decode_s : 0.0, kv, device_name(decode_device),
              o.sampling.temperature == 0 ? std::string("greedy")
                                          : fmt::format("T={} top_k={} top_p={} seed={}", o.sampling.temperature,
                                                        o.sampling.top_k, o.sampling.top_p, o.seed));

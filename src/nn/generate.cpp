@@ -4,10 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <variant>
 
 #include "core/error.h"
-#include "ops/cpu/decode_attention.h"
 #include "ops/ops.h"
 
 namespace hylo {
@@ -70,12 +68,6 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, R
   return order[keep - 1];  // u within rounding of the total
 }
 
-struct Generator::Caches {
-  // KvCache<T> directly with the slot maps that FlashPbbCache / SwaRingCache / FullCache wrap:
-  // those add no members, and a vector of the base type avoids slicing or deleting through it.
-  std::variant<std::vector<KvCache<float>>, std::vector<KvCache<double>>> layers;
-};
-
 namespace {
 
 KvSlotMap slot_map_for(const AttnMask& mask, int max_len) {
@@ -87,65 +79,41 @@ KvSlotMap slot_map_for(const AttnMask& mask, int max_len) {
   return KvSlotMap::full(max_len);
 }
 
-template <class T>
-std::vector<KvCache<T>> make_caches(const Transformer& model, int max_len) {
-  const ModelConfig& c = model.config();
-  std::vector<KvCache<T>> caches;
-  for (int l = 0; l < model.n_layers(); ++l)
-    caches.emplace_back(slot_map_for(model.layer_mask(l), max_len), 1, c.kv_heads(), c.head_dim());
-  return caches;
-}
-
 }  // namespace
 
-Generator::Generator(const Transformer& model, int max_len, int vocab_valid)
-    : model_(model), vocab_valid_(vocab_valid), caches_(std::make_unique<Caches>()) {
+Generator::Generator(const Transformer& model, int max_len, int vocab_valid) : model_(model), vocab_valid_(vocab_valid) {
   HYLO_CHECK(max_len >= 1, "generate: max length must be >= 1, got {}", max_len);
   HYLO_CHECK(vocab_valid >= 1 && vocab_valid <= model.config().vocab_size,
              "generate: valid vocabulary {} outside [1, model vocab_size {}]", vocab_valid, model.config().vocab_size);
+  // The caches hold k/v in the model's compute dtype on its device: what its projections produce.
   const Tensor& embed = model.parameters().front().var.value();
-  HYLO_CHECK(embed.device() == Device::cpu, "generate: decoding runs on the CPU; the model's parameters are on {}",
-             device_name(embed.device()));
-  if (embed.dtype() == DType::f64) caches_->layers = make_caches<double>(model, max_len);
-  else {
-    HYLO_CHECK(embed.dtype() == DType::f32, "generate: parameters must be f32 or f64, got {}",
-               dtype_name(embed.dtype()));
-    caches_->layers = make_caches<float>(model, max_len);
-  }
-}
-
-Generator::~Generator() = default;
-
-template <class T>
-std::vector<double> Generator::step_as(int32_t token) {
-  auto& caches = std::get<std::vector<KvCache<T>>>(caches_->layers);
-  const ModelConfig& c = model_.config();
-  const int64_t Q = int64_t(c.n_heads) * c.head_dim();
-  const int64_t t = position_;
-  Var x = model_.embed(Tensor::from_vector(std::vector<int32_t>{token}, {1}));  // (1, D)
-  for (int l = 0; l < model_.n_layers(); ++l) {
-    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, 1, 1, int(t));
-    KvCache<T>& cache = caches[size_t(l)];
-    // (1, 1, Hkv, hd) is the cache's (B, Hkv, D) token layout: both are contiguous views.
-    const Tensor k = in.k.value().contiguous(), v = in.v.value().contiguous(), q = in.q.value().contiguous();
-    cache.append(t, k.data<T>(), v.data<T>());
-    Tensor a_1Q = Tensor::empty({1, Q}, q.dtype());
-    cpu::decode_attention_forward<T>(cache.decode_shape(c.n_heads), cache.live(t), q.data<T>(), cache.k(), cache.v(),
-                                     a_1Q.data<T>(), nullptr);
-    x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_1Q)), nullptr);
-  }
-  std::vector<double> logits = model_.logits(x).value().to(DType::f64).to_vector<double>();
-  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
-  ++position_;
-  return logits;
+  const ModelConfig& c = model.config();
+  for (int l = 0; l < model.n_layers(); ++l)
+    caches_.emplace_back(slot_map_for(model.layer_mask(l), max_len), 1, c.kv_heads(), c.head_dim(), embed.dtype(),
+                         embed.device());
 }
 
 std::vector<double> Generator::step(int32_t token) {
   HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
              vocab_valid_);
   NoGradGuard no_grad;
-  return std::holds_alternative<std::vector<KvCache<double>>>(caches_->layers) ? step_as<double>(token)
-                                                                                : step_as<float>(token);
+  const ModelConfig& c = model_.config();
+  const int64_t H = c.n_heads, Hkv = c.kv_heads(), hd = c.head_dim();
+  const int64_t t = position_;
+  const Device device = model_.parameters().front().var.value().device();
+  Var x = model_.embed(Tensor::from_vector(std::vector<int32_t>{token}, {1}).to(device));  // (1, D)
+  for (int l = 0; l < model_.n_layers(); ++l) {
+    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, 1, 1, int(t));
+    KvCache& cache = caches_[size_t(l)];
+    // (B, T, H, hd) with B = T = 1 is the (B, H, hd) token layout of the cache ops.
+    cache.append(t, in.k.value().contiguous().view({1, Hkv, hd}), in.v.value().contiguous().view({1, Hkv, hd}));
+    const Tensor a_1Q = cache.attend(t, in.q.value().contiguous().view({1, H, hd})).view({1, H * hd});
+    x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_1Q)), nullptr);
+  }
+  std::vector<double> logits = model_.logits(x).value().to(Device::cpu).to(DType::f64).to_vector<double>();
+  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
+  ++position_;
+  return logits;
 }
 
 std::vector<double> Generator::prefill(std::span<const int32_t> prompt) {
@@ -170,12 +138,8 @@ std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int co
 
 std::vector<LayerCacheInfo> Generator::caches() const {
   std::vector<LayerCacheInfo> info;
-  std::visit(
-      [&](const auto& layers) {
-        for (size_t l = 0; l < layers.size(); ++l)
-          info.push_back({int(l), layers[l].slot_map().kind(), layers[l].slots(), layers[l].allocated_bytes()});
-      },
-      caches_->layers);
+  for (size_t l = 0; l < caches_.size(); ++l)
+    info.push_back({int(l), caches_[l].slot_map().kind(), caches_[l].slots(), caches_[l].allocated_bytes()});
   return info;
 }
 

@@ -1,16 +1,18 @@
-// Incremental decoding on the CPU (SPEC §5): one KV cache per layer, chosen by the layer's mask
-// (pbb -> Flash-PBB b slots, swa -> W-slot ring, full -> max_len slots), and one position at a
-// time through the Transformer's own block pieces, so that the logits of step t equal row t of
-// forward() on the whole sequence (tests/cpu/test_generate.cpp holds that to 1e-10 in fp64).
-// Then sampling: greedy, temperature, top-k, top-p, drawn from a seeded hylo::Rng.
+// Incremental decoding (SPEC §5): one KV cache per layer, chosen by the layer's mask (pbb ->
+// Flash-PBB b slots, swa -> W-slot ring, full -> max_len slots), and one position at a time
+// through the Transformer's own block pieces, so that the logits of step t equal row t of
+// forward() on the whole sequence (tests/cpu/test_generate.cpp holds that to 1e-10 in fp64;
+// tests/gpu/test_generate_gpu.cpp checks the CUDA path against the CUDA forward and the CPU).
+// The caches live where the model's parameters live: on the CPU (f32, or f64 for the exactness
+// tests) they run the reference decode attention, on CUDA (bf16) the decode kernels. Then
+// sampling: greedy, temperature, top-k, top-p, drawn from a seeded hylo::Rng.
 //
-// One sequence at a time (the caches take a batch, the generator feeds B = 1). Parameters must be
-// CPU f32 (or f64, for the exactness tests); every step runs without autograd.
+// One sequence at a time (the caches take a batch, the generator feeds B = 1). Every step runs
+// without autograd.
 //
 // Shape legend: D d_model, H heads, Hkv kv heads, hd head dim, V vocab (valid rows only).
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
@@ -42,10 +44,10 @@ struct LayerCacheInfo {
 
 class Generator {
  public:
-  // `model` must outlive the generator. max_len: the longest sequence (prompt + new tokens) the full-attention caches must hold.
+  // `model` must outlive the generator; decoding runs on its parameters' device. max_len: the
+  // longest sequence (prompt + new tokens) the full-attention caches must hold.
   // vocab_valid: logits of ids >= vocab_valid (embedding padding) are never returned.
   Generator(const Transformer& model, int max_len, int vocab_valid);
-  ~Generator();
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
 
@@ -63,14 +65,10 @@ class Generator {
   std::vector<LayerCacheInfo> caches() const;
 
  private:
-  struct Caches;  // per-layer KvCache<float> or KvCache<double>, by the parameters' dtype
-  template <class T>
-  std::vector<double> step_as(int32_t token);
-
   const Transformer& model_;
   int vocab_valid_ = 0;
   int64_t position_ = 0;
-  std::unique_ptr<Caches> caches_;
+  std::vector<KvCache> caches_;  // per layer
 };
 
 const char* cache_kind_name(KvCacheKind kind);

@@ -1,10 +1,10 @@
-// KV cache slot rules and host storage (see kv_cache.h for the table of rules).
+// KV cache slot rules and per-layer storage (see kv_cache.h for the table of rules).
 #include "nn/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/error.h"
+#include "ops/decode.h"
 
 namespace hylo {
 
@@ -102,32 +102,24 @@ LiveSlots KvSlotMap::live(int64_t t) const {
   return LiveSlots{SlotRange{}, SlotRange{0, int(t + 1)}};
 }
 
-template <class T>
-KvCache<T>::KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim)
+KvCache::KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim, DType dtype, Device device)
     : map_(map), B_(batch), Hkv_(kv_heads), D_(head_dim) {
   HYLO_CHECK(batch > 0 && kv_heads > 0 && head_dim > 0,
              "kv cache: sizes must be positive, got batch={} kv_heads={} head_dim={}", batch, kv_heads, head_dim);
   HYLO_CHECK(map.length() == 0, "kv cache: slot map already holds {} positions", map.length());
-  const size_t n = size_t(batch) * kv_heads * map.slots() * head_dim;
-  k_.assign(n, T(0));
-  v_.assign(n, T(0));
+  const Shape shape{batch, kv_heads, map.slots(), head_dim};
+  // Zeros, not garbage: a never-written slot is never live, but a NaN there would still poison a
+  // kernel that loads whole tiles.
+  k_ = Tensor::zeros(shape, dtype, device, "kv cache k");
+  v_ = Tensor::zeros(shape, dtype, device, "kv cache v");
   position_.assign(size_t(map.slots()), -1);
 }
 
-template <class T>
-int KvCache<T>::append(int64_t t, const T* k_BHD, const T* v_BHD) {
-  const KvSlotMap::Append a = map_.append(t);
-  const size_t S = size_t(map_.slots()), D = size_t(D_);
-  for (size_t head = 0; head < size_t(B_) * Hkv_; ++head) {  // (b, kv head) rows, b-major
-    T* k_SD = k_.data() + head * S * D;
-    T* v_SD = v_.data() + head * S * D;
-    if (a.move.count > 0) {
-      std::memcpy(k_SD + a.move.dst * D, k_SD + a.move.src * D, a.move.count * D * sizeof(T));
-      std::memcpy(v_SD + a.move.dst * D, v_SD + a.move.src * D, a.move.count * D * sizeof(T));
-    }
-    std::memcpy(k_SD + a.slot * D, k_BHD + head * D, D * sizeof(T));
-    std::memcpy(v_SD + a.slot * D, v_BHD + head * D, D * sizeof(T));
-  }
+int KvCache::append(int64_t t, const Tensor& k_BHD, const Tensor& v_BHD) {
+  KvSlotMap next = map_;  // committed only once the write went through
+  const KvSlotMap::Append a = next.append(t);
+  kv_cache_write(k_, v_, a.move, a.slot, k_BHD, v_BHD);
+  map_ = next;
   if (a.move.count > 0) {
     std::copy(position_.begin() + a.move.src, position_.begin() + a.move.src + a.move.count,
               position_.begin() + a.move.dst);
@@ -138,7 +130,6 @@ int KvCache<T>::append(int64_t t, const T* k_BHD, const T* v_BHD) {
   return a.slot;
 }
 
-template class KvCache<float>;
-template class KvCache<double>;
+Tensor KvCache::attend(int64_t t, const Tensor& q_BHD) const { return decode_attention(q_BHD, k_, v_, map_.live(t)); }
 
 }  // namespace hylo

@@ -1,7 +1,6 @@
 // Per-layer KV caches for decoding a batch of sequences in lockstep (SPEC §1, §5). The slot
 // bookkeeping (KvSlotMap: where position t goes, which slots a query at t attends) is separate
-// from the storage so that the CPU caches here and the CUDA decode path (device buffers written
-// by kernels/decode) share one rule.
+// from the storage, so that one rule drives the CPU and the CUDA caches alike.
 //
 //   kind        slots  where t lives                  live keys for the query at t
 //   pbb(b, w)   b      t mod b (never moved)           [b-(w-1-r), b) (previous block's tail, t >= b,
@@ -18,18 +17,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/tensor.h"
 #include "ops/cpu/decode_attention.h"
 #include "ops/mask.h"
 
 namespace hylo {
 
 enum class KvCacheKind : uint8_t { pbb, swa_ring, swa_linear, full };
-
-// Rows [src, src + count) copied to [dst, dst + count) in every (sequence, kv head); the two never
-// overlap. count == 0: nothing to move.
-struct SlotMove {
-  int src = 0, dst = 0, count = 0;
-};
 
 // The Flash-PBB rule of SPEC §1 and the ring rule, as free functions of t (both are stateless).
 LiveSlots pbb_live_slots(int64_t t, int block, int bridge);
@@ -65,23 +59,29 @@ class KvSlotMap {
   int64_t length_ = 0, base_ = 0;  // base_: position held in slot 0 (linear SWA)
 };
 
-// Host storage for one layer: k and v (B, Hkv, S, D) of element type T (float or double).
-template <class T>
+// One layer's cache: k and v (B, Hkv, S, D) tensors on the model's device, of its compute dtype
+// (CPU f32/f64: the reference; CUDA bf16: the decode kernels). The slot rule stays on the host;
+// ops/decode.h writes and attends on whichever device the tensors live.
 class KvCache {
  public:
-  KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim);
+  KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim, DType dtype = DType::f32,
+          Device device = Device::cpu);
 
-  // Appends position t (== length()) for every sequence; returns the slot it went to.
-  int append(int64_t t, const T* k_BHD, const T* v_BHD);
+  // Appends position t (== length()) for every sequence from k_BHD / v_BHD (B, Hkv, D), of the
+  // cache's dtype and device; returns the slot it went to.
+  int append(int64_t t, const Tensor& k_BHD, const Tensor& v_BHD);
+  // Decode attention of the query at t (the newest position, already appended) over its live
+  // slots: q_BHD (B, Hq, D) -> (B, Hq, D).
+  Tensor attend(int64_t t, const Tensor& q_BHD) const;
   LiveSlots live(int64_t t) const { return map_.live(t); }
   DecodeShape decode_shape(int q_heads) const { return DecodeShape{B_, q_heads, Hkv_, D_, map_.slots()}; }
 
-  const T* k() const { return k_.data(); }  // (B, Hkv, S, D)
-  const T* v() const { return v_.data(); }
+  const Tensor& k() const { return k_; }  // (B, Hkv, S, D)
+  const Tensor& v() const { return v_; }
   const KvSlotMap& slot_map() const { return map_; }
   int slots() const { return map_.slots(); }
   int64_t length() const { return map_.length(); }
-  size_t allocated_bytes() const { return (k_.size() + v_.size()) * sizeof(T); }
+  size_t allocated_bytes() const { return k_.nbytes() + v_.nbytes(); }
   // Position stored in `slot` (-1 while empty), tracked independently of the slot rule.
   int64_t position_in(int slot) const { return position_[size_t(slot)]; }
   // Slot rows copied by compactions so far, per (sequence, kv head); 0 for PBB and the ring.
@@ -90,34 +90,33 @@ class KvCache {
  private:
   KvSlotMap map_;
   int B_, Hkv_, D_;
-  std::vector<T> k_, v_;
+  Tensor k_, v_;
   std::vector<int64_t> position_;
   int64_t rows_moved_ = 0;
 };
 
 // Flash-PBB: b slots, position t in slot t mod b, no entry ever moved.
-template <class T>
-struct FlashPbbCache : KvCache<T> {
-  FlashPbbCache(int batch, int kv_heads, int head_dim, int block, int bridge)
-      : KvCache<T>(KvSlotMap::pbb(block, bridge), batch, kv_heads, head_dim) {}
+struct FlashPbbCache : KvCache {
+  FlashPbbCache(int batch, int kv_heads, int head_dim, int block, int bridge, DType dtype = DType::f32,
+                Device device = Device::cpu)
+      : KvCache(KvSlotMap::pbb(block, bridge), batch, kv_heads, head_dim, dtype, device) {}
 };
 // Flash-SWA: a W-slot ring.
-template <class T>
-struct SwaRingCache : KvCache<T> {
-  SwaRingCache(int batch, int kv_heads, int head_dim, int window)
-      : KvCache<T>(KvSlotMap::swa_ring(window), batch, kv_heads, head_dim) {}
+struct SwaRingCache : KvCache {
+  SwaRingCache(int batch, int kv_heads, int head_dim, int window, DType dtype = DType::f32,
+               Device device = Device::cpu)
+      : KvCache(KvSlotMap::swa_ring(window), batch, kv_heads, head_dim, dtype, device) {}
 };
 // Linear SWA: 2W slots in position order, compacted every W + 1 steps once full.
-template <class T>
-struct LinearSwaCache : KvCache<T> {
-  LinearSwaCache(int batch, int kv_heads, int head_dim, int window)
-      : KvCache<T>(KvSlotMap::swa_linear(window), batch, kv_heads, head_dim) {}
+struct LinearSwaCache : KvCache {
+  LinearSwaCache(int batch, int kv_heads, int head_dim, int window, DType dtype = DType::f32,
+                 Device device = Device::cpu)
+      : KvCache(KvSlotMap::swa_linear(window), batch, kv_heads, head_dim, dtype, device) {}
 };
 // Full attention: preallocated to max_len positions.
-template <class T>
-struct FullCache : KvCache<T> {
-  FullCache(int batch, int kv_heads, int head_dim, int max_len)
-      : KvCache<T>(KvSlotMap::full(max_len), batch, kv_heads, head_dim) {}
+struct FullCache : KvCache {
+  FullCache(int batch, int kv_heads, int head_dim, int max_len, DType dtype = DType::f32, Device device = Device::cpu)
+      : KvCache(KvSlotMap::full(max_len), batch, kv_heads, head_dim, dtype, device) {}
 };
 
 }  // namespace hylo

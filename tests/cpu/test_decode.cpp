@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "core/tensor.h"
 #include "nn/kv_cache.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/decode_attention.h"
@@ -42,7 +43,7 @@ std::string describe(const KvSlotMap& m) {
 // Decodes T tokens through `cache` and compares every (t, b, h) output row and lse with the
 // training reference. Returns the worst relative error (per row: ||diff|| / ||ref||).
 template <class T>
-double decode_vs_training(KvCache<T>& cache, const AttnShape& sh, uint64_t seed) {
+double decode_vs_training(KvCache& cache, const AttnShape& sh, uint64_t seed) {
   const AttnMask mask = cache.slot_map().mask();
   const size_t nq = size_t(sh.B) * sh.T * sh.Hq * sh.D, nkv = size_t(sh.B) * sh.T * sh.Hkv * sh.D;
   const auto q = random_values<T>(nq, seed), k = random_values<T>(nkv, seed + 1), v = random_values<T>(nkv, seed + 2);
@@ -61,7 +62,8 @@ double decode_vs_training(KvCache<T>& cache, const AttnShape& sh, uint64_t seed)
       std::copy_n(k.begin() + src_kv, sh.Hkv * D, k_BHD.begin() + size_t(b) * sh.Hkv * D);
       std::copy_n(v.begin() + src_kv, sh.Hkv * D, v_BHD.begin() + size_t(b) * sh.Hkv * D);
     }
-    const int slot = cache.append(t, k_BHD.data(), v_BHD.data());
+    const int slot = cache.append(t, Tensor::from_vector(k_BHD, {sh.B, sh.Hkv, D}),
+                                  Tensor::from_vector(v_BHD, {sh.B, sh.Hkv, D}));
     REQUIRE(cache.position_in(slot) == t);
     const LiveSlots live = cache.live(t);
 
@@ -73,8 +75,11 @@ double decode_vs_training(KvCache<T>& cache, const AttnShape& sh, uint64_t seed)
       if (mask.allowed(t, s)) allowed.push_back(s);
     REQUIRE(held == allowed);  // also in position order: oldest first
 
-    cpu::decode_attention_forward(cache.decode_shape(sh.Hq), live, q_BHD.data(), cache.k(), cache.v(),
-                                  out_BHD.data(), lse_BH.data());
+    cpu::decode_attention_forward(cache.decode_shape(sh.Hq), live, q_BHD.data(), cache.k().data<T>(),
+                                  cache.v().data<T>(), out_BHD.data(), lse_BH.data());
+    // The cache's own attend() (ops/decode.h) is the same computation.
+    const Tensor attended = cache.attend(t, Tensor::from_vector(q_BHD, {sh.B, sh.Hq, D}));
+    REQUIRE(attended.to_vector<T>() == out_BHD);
     for (int b = 0; b < sh.B; ++b)
       for (int h = 0; h < sh.Hq; ++h) {
         const T* ref = out_ref.data() + ((size_t(b) * sh.T + t) * sh.Hq + h) * D;
@@ -102,15 +107,16 @@ const std::vector<Case> kShapes = {{"gqa", AttnShape{2, 37, 4, 2, 8}}, {"mha", A
                                    {"gqa1", AttnShape{1, 37, 6, 1, 4}}};
 
 template <class T>
-std::vector<std::unique_ptr<KvCache<T>>> all_caches(const AttnShape& sh) {
-  std::vector<std::unique_ptr<KvCache<T>>> c;
-  for (int bridge : {1, 3, 8}) c.push_back(std::make_unique<FlashPbbCache<T>>(sh.B, sh.Hkv, sh.D, 8, bridge));
-  c.push_back(std::make_unique<FlashPbbCache<T>>(sh.B, sh.Hkv, sh.D, 1, 1));
+std::vector<std::unique_ptr<KvCache>> all_caches(const AttnShape& sh) {
+  const DType dt = dtype_of<T>();
+  std::vector<std::unique_ptr<KvCache>> c;
+  for (int bridge : {1, 3, 8}) c.push_back(std::make_unique<FlashPbbCache>(sh.B, sh.Hkv, sh.D, 8, bridge, dt));
+  c.push_back(std::make_unique<FlashPbbCache>(sh.B, sh.Hkv, sh.D, 1, 1, dt));
   for (int window : {1, 5, 8}) {
-    c.push_back(std::make_unique<SwaRingCache<T>>(sh.B, sh.Hkv, sh.D, window));
-    c.push_back(std::make_unique<LinearSwaCache<T>>(sh.B, sh.Hkv, sh.D, window));
+    c.push_back(std::make_unique<SwaRingCache>(sh.B, sh.Hkv, sh.D, window, dt));
+    c.push_back(std::make_unique<LinearSwaCache>(sh.B, sh.Hkv, sh.D, window, dt));
   }
-  c.push_back(std::make_unique<FullCache<T>>(sh.B, sh.Hkv, sh.D, sh.T));
+  c.push_back(std::make_unique<FullCache>(sh.B, sh.Hkv, sh.D, sh.T, dt));
   return c;
 }
 
@@ -121,7 +127,7 @@ void check_all(double tolerance) {
     for (auto& cache : all_caches<T>(c.shape)) {
       CAPTURE(c.name);
       CAPTURE(describe(cache->slot_map()));
-      const double err = decode_vs_training(*cache, c.shape, seed += 7);
+      const double err = decode_vs_training<T>(*cache, c.shape, seed += 7);
       CHECK(err < tolerance);
     }
 }
@@ -134,10 +140,10 @@ TEST_CASE("decode through every KV cache kind matches training attention (fp32)"
 
 TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry; SWA caches W and 2W") {
   const int B = 2, Hkv = 2, D = 4, block = 8, bridge = 3, window = 8;
-  FlashPbbCache<float> pbb(B, Hkv, D, block, bridge);
-  SwaRingCache<float> ring(B, Hkv, D, window);
-  LinearSwaCache<float> linear(B, Hkv, D, window);
-  FullCache<float> full(B, Hkv, D, 64);
+  FlashPbbCache pbb(B, Hkv, D, block, bridge);
+  SwaRingCache ring(B, Hkv, D, window);
+  LinearSwaCache linear(B, Hkv, D, window);
+  FullCache full(B, Hkv, D, 64);
   CHECK(pbb.slots() == block);
   CHECK(ring.slots() == window);
   CHECK(linear.slots() == 2 * window);
@@ -146,13 +152,14 @@ TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry; SWA cache
   CHECK(ring.allocated_bytes() == 2 * size_t(B) * Hkv * window * D * sizeof(float));
   CHECK(linear.allocated_bytes() == 2 * ring.allocated_bytes());
 
-  std::vector<float> k(size_t(B) * Hkv * D), v(k.size());
+  std::vector<float> kv(size_t(B) * Hkv * D);
   for (int t = 0; t < 61; ++t) {
-    for (size_t i = 0; i < k.size(); ++i) k[i] = v[i] = float(t * 1000 + int(i));
-    CHECK(pbb.append(t, k.data(), v.data()) == t % block);
-    CHECK(ring.append(t, k.data(), v.data()) == t % window);
-    linear.append(t, k.data(), v.data());
-    full.append(t, k.data(), v.data());
+    for (size_t i = 0; i < kv.size(); ++i) kv[i] = float(t * 1000 + int(i));
+    const Tensor k = Tensor::from_vector(kv, {B, Hkv, D}), v = k;
+    CHECK(pbb.append(t, k, v) == t % block);
+    CHECK(ring.append(t, k, v) == t % window);
+    linear.append(t, k, v);
+    full.append(t, k, v);
     // Every position the PBB cache holds sits in slot (position mod b) with the data written for
     // it: nothing was moved.
     for (int s = 0; s < block; ++s) {
@@ -161,7 +168,7 @@ TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry; SWA cache
       CHECK(p == (want < 0 ? -1 : want));
       if (p < 0) continue;
       for (int head = 0; head < B * Hkv; ++head)
-        CHECK(pbb.k()[(size_t(head) * block + s) * D] == float(p * 1000 + head * D));
+        CHECK(pbb.k().data<float>()[(size_t(head) * block + s) * D] == float(p * 1000 + head * D));
     }
   }
   CHECK(pbb.rows_moved() == 0);
@@ -187,12 +194,12 @@ TEST_CASE("Flash-PBB slot rule: live slots of every block offset") {
 
 TEST_CASE("linear SWA cache compacts every W + 1 steps once full") {
   const int window = 4;
-  LinearSwaCache<double> c(1, 1, 2, window);
-  std::vector<double> k(2), v(2);
+  LinearSwaCache c(1, 1, 2, window, DType::f64);
+  const Tensor k = Tensor::zeros({1, 1, 2}, DType::f64), v = k;
   int compactions = 0;
   int64_t moved = 0;
   for (int t = 0; t < 40; ++t) {
-    c.append(t, k.data(), v.data());
+    c.append(t, k, v);
     if (c.rows_moved() != moved) {
       ++compactions;
       CHECK(c.rows_moved() - moved == window - 1);
@@ -207,14 +214,20 @@ TEST_CASE("linear SWA cache compacts every W + 1 steps once full") {
 TEST_CASE("KV caches reject bad arguments") {
   CHECK_THROWS(KvSlotMap::pbb(4, 5));
   CHECK_THROWS(KvSlotMap::swa_ring(0));
-  FullCache<float> full(1, 1, 2, 2);
-  std::vector<float> k(2), v(2);
-  full.append(0, k.data(), v.data());
-  CHECK_THROWS(full.append(2, k.data(), v.data()));  // not the next position
-  full.append(1, k.data(), v.data());
-  CHECK_THROWS(full.append(2, k.data(), v.data()));  // out of slots
-  CHECK_THROWS(full.live(0));                        // not the newest position
+  FullCache full(1, 1, 2, 2);
+  const Tensor k = Tensor::zeros({1, 1, 2}, DType::f32), v = k;
+  full.append(0, k, v);
+  CHECK_THROWS(full.append(2, k, v));  // not the next position
+  CHECK_THROWS_WITH_AS(full.append(1, Tensor::zeros({1, 2, 2}, DType::f32), v), doctest::Contains("(B, Hkv, D)"),
+                       Error);
+  CHECK(full.length() == 1);  // a rejected write leaves the cache as it was
+  full.append(1, k, v);
+  CHECK_THROWS(full.append(2, k, v));  // out of slots
+  CHECK_THROWS(full.live(0));          // not the newest position
   std::vector<float> q(2), out(2);
-  CHECK_THROWS(cpu::decode_attention_forward(DecodeShape{1, 1, 1, 2, 2}, LiveSlots{{}, {0, 3}}, q.data(), full.k(),
-                                             full.v(), out.data(), static_cast<float*>(nullptr)));
+  CHECK_THROWS(cpu::decode_attention_forward(DecodeShape{1, 1, 1, 2, 2}, LiveSlots{{}, {0, 3}}, q.data(),
+                                             full.k().data<float>(), full.v().data<float>(), out.data(),
+                                             static_cast<float*>(nullptr)));
+  CHECK_THROWS_WITH_AS(full.attend(1, Tensor::zeros({1, 1, 3}, DType::f32)), doctest::Contains("decode_attention"),
+                       Error);
 }

@@ -2,7 +2,7 @@
 // forward()'s rows in fp64 for pbb (w = 1, 2, b), swa, full-only, GQA, QK-norm, NoPE and MoE
 // models; greedy decoding equals argmax over re-running forward() on the growing sequence; the
 // PBB layers hold b slots. Sampling is deterministic per seed and respects top-k / top-p. And
-// `hylo generate` on a checkpoint built by hand.
+// `hylo generate` on a checkpoint built by hand (the CUDA path: tests/gpu/test_generate_gpu.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -230,7 +230,7 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   config.model.moe.experts = 4;
   config.model.moe.every = 2;
   config.model.moe.expert_hidden = 16;
-  config.device = "cuda";  // decoding still runs on the CPU, with a note
+  config.device = "cuda";  // trained on a GPU; --device cpu decodes it on the CPU
   validate(config);
   Transformer model(config.model, 99);
   test::write_model_checkpoint(dir.string(), config, model, 7);
@@ -238,6 +238,7 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   const std::string tokenizer = std::string(HYLO_SOURCE_DIR) + "/data/tokenizer/r50k_base.tiktoken";
   const std::string base = std::string(HYLO_BINARY_DIR) + "/hylo generate " + dir.string() +
                            " --prompt 'The quick brown fox' --tokenizer " + tokenizer + " --print-ids";
+  const std::string on_cpu = base + " --device cpu";
   auto body = [](const std::string& output) {  // everything but the timing line
     return output.substr(0, output.rfind("ids: "));
   };
@@ -245,10 +246,10 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
     const size_t at = output.rfind("ids: ");
     return at == std::string::npos ? std::string() : output.substr(at, output.find('\n', at) - at);
   };
-  const CommandResult a = run(base + " --max-new-tokens 12"), b = run(base + " --max-new-tokens 12");
+  const CommandResult a = run(on_cpu + " --max-new-tokens 12"), b = run(on_cpu + " --max-new-tokens 12");
   REQUIRE_MESSAGE(a.exit_code == 0, a.output);
   REQUIRE_MESSAGE(b.exit_code == 0, b.output);
-  CHECK(a.output.find("decodes on the CPU") != std::string::npos);
+  CHECK(a.output.find("| cpu, greedy") != std::string::npos);
   CHECK(a.output.find("The quick brown fox") != std::string::npos);
   CHECK(ids_line(a.output) == ids_line(b.output));
   CHECK(body(a.output) == body(b.output));
@@ -263,14 +264,27 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
         std::string::npos);
 
   // Sampling with a seed is reproducible, and a different seed (almost surely) differs.
-  const std::string sampled = base + " --max-new-tokens 16 --temperature 1.0 --top-k 50 --top-p 0.95 --seed ";
+  const std::string sampled = on_cpu + " --max-new-tokens 16 --temperature 1.0 --top-k 50 --top-p 0.95 --seed ";
   const CommandResult s1 = run(sampled + "1"), s2 = run(sampled + "1"), s3 = run(sampled + "2");
   REQUIRE_MESSAGE(s1.exit_code == 0, s1.output);
   CHECK(ids_line(s1.output) == ids_line(s2.output));
   CHECK(ids_line(s1.output) != ids_line(s3.output));
 
-  const CommandResult bad = run(base + " --top-p 0");
+  const CommandResult bad = run(on_cpu + " --top-p 0");
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("--top-p") != std::string::npos);
+  const CommandResult bad_device = run(base + " --device tpu");
+  CHECK(bad_device.exit_code != 0);
+  CHECK(bad_device.output.find("--device: expected cpu or cuda") != std::string::npos);
+#if !HYLO_WITH_CUDA
+  // Without CUDA the config's device falls back to the CPU, saying so; asking for cuda fails.
+  const CommandResult fallback = run(base + " --max-new-tokens 12");
+  REQUIRE_MESSAGE(fallback.exit_code == 0, fallback.output);
+  CHECK(fallback.output.find("built without CUDA, so it decodes on the CPU") != std::string::npos);
+  CHECK(ids_line(fallback.output) == ids_line(a.output));
+  const CommandResult no_cuda = run(base + " --device cuda");
+  CHECK(no_cuda.exit_code != 0);
+  CHECK(no_cuda.output.find("built without CUDA") != std::string::npos);
+#endif
   fs::remove_all(dir);
 }

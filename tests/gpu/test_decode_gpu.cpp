@@ -164,7 +164,7 @@ TEST_CASE("token-by-token cuda decode through device caches matches the CPU cach
                                        KvSlotMap::swa_linear(24), KvSlotMap::full(T)};
   uint64_t seed = 9100;
   for (KvSlotMap map : maps) {
-    KvCache<float> host(map, B, Hkv, D);
+    KvCache host(map, B, Hkv, D);
     const DecodeShape sh = host.decode_shape(Hq);
     const size_t nkv = size_t(B) * Hkv * sh.slots * D, nq = size_t(B) * Hq * D, nnew = size_t(B) * Hkv * D;
     DeviceBuffer<bf16> k_d(to_bf16(random_floats(nkv, ++seed))), v_d(to_bf16(random_floats(nkv, ++seed)));
@@ -176,7 +176,7 @@ TEST_CASE("token-by-token cuda decode through device caches matches the CPU cach
       const auto q_b = to_bf16(random_floats(nq, ++seed)), k_b = to_bf16(random_floats(nnew, ++seed));
       const auto v_b = to_bf16(random_floats(nnew, ++seed));
       const auto q = to_float(q_b), k_new = to_float(k_b), v_new = to_float(v_b);
-      host.append(t, k_new.data(), v_new.data());
+      host.append(t, Tensor::from_vector(k_new, {B, Hkv, D}), Tensor::from_vector(v_new, {B, Hkv, D}));
       const KvSlotMap::Append a = map.append(t);
       cuda::kv_cache_move(sh, a.move.src, a.move.dst, a.move.count, k_d.ptr, v_d.ptr, nullptr);
       k_new_d.upload(k_b);
@@ -184,7 +184,8 @@ TEST_CASE("token-by-token cuda decode through device caches matches the CPU cach
       cuda::kv_cache_append(sh, a.slot, k_new_d.ptr, v_new_d.ptr, k_d.ptr, v_d.ptr, nullptr);
       q_d.upload(q_b);
       const LiveSlots live = map.live(t);
-      cpu::decode_attention_forward(sh, live, q.data(), host.k(), host.v(), ref.data(), static_cast<float*>(nullptr));
+      cpu::decode_attention_forward(sh, live, q.data(), host.k().data<float>(), host.v().data<float>(), ref.data(),
+                                    static_cast<float*>(nullptr));
       out_d.poison();
       cuda::decode_attention_forward(sh, live, q_d.ptr, k_d.ptr, v_d.ptr, out_d.ptr, work_d.ptr, work_d.count,
                                      nullptr);

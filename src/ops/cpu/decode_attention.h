@@ -32,6 +32,12 @@ struct LiveSlots {
   HYLO_HD int slot(int j) const { return j < older.size() ? older.begin + j : newer.begin + (j - older.size()); }
 };
 
+// Rows [src, src + count) copied to [dst, dst + count) in every (sequence, kv head): linear-SWA
+// compaction. The two never overlap; count == 0: nothing to move.
+struct SlotMove {
+  int src = 0, dst = 0, count = 0;
+};
+
 struct DecodeShape {
   int B = 0, Hq = 0, Hkv = 0, D = 0;
   int slots = 0;  // S: allocated slots per (sequence, kv head)
