@@ -18,5 +18,6 @@ int run_report_command(const Args& args);      // cli/sweep_commands.cpp
 int run_bench_attention(const Args& args);     // cli/bench_attention.cpp
 int run_bench_train(const Args& args);         // cli/bench_train.cpp
 int run_bench_decode(const Args& args);        // cli/bench_decode.cpp
+int run_bench_moe(const Args& args);           // cli/bench_moe.cpp
 
 }  // namespace hylo

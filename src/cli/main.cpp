@@ -16,22 +16,24 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   params CONFIG [--set key=value]...
   generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
         [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
-        [--set key=value]...
+        [--device cpu|cuda (default: the config's)] [--set key=value]...
   data prepare|encode|decode|inspect ...
   sweep FILE [--local | --slurm] [--out runs/sweeps] [--dry-run]
   report SWEEP_DIR   (markdown table of final metrics -> SWEEP_DIR/report.md, loss.png)
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
+  bench moe [--shapes 8e,64e,2b] [--paths grouped,loop] [--tokens 32768] [--iters N] [--json PATH]
 )";
 
 int run_bench(const hylo::Args& args) {
-  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention, train or decode)");
+  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention, train, decode or moe)");
   hylo::Args rest(args.begin() + 1, args.end());
   if (args[0] == "attention") return hylo::run_bench_attention(rest);
   if (args[0] == "train") return hylo::run_bench_train(rest);
   if (args[0] == "decode") return hylo::run_bench_decode(rest);
-  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention, train or decode)", args[0]);
+  if (args[0] == "moe") return hylo::run_bench_moe(rest);
+  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention, train, decode or moe)", args[0]);
 }
 
 }  // namespace

@@ -55,8 +55,8 @@ MoeFeedForward::MoeFeedForward(ParamList& params, int layer, const ModelConfig& 
 Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
   HYLO_CHECK(x_ND.value().dim() == 2, "moe: input {} must be (N, D)", shape_str(x_ND.shape()));
   const int64_t N = x_ND.shape()[0];
-  Var scores_NE = moe_router_scores(linear(x_ND, router_ED), router_);
-  const Tensor expert_NK = moe_topk(scores_NE.value(), bias_E_, top_k_);
+  Var scores_NE = moe_router_scores(moe_router_logits(x_ND, router_ED), router_);
+  const Tensor expert_NK = moe_topk(scores_NE.value(), selection_bias(x_ND.value().device()), top_k_);
   Var w_NK = moe_gate_weights(scores_NE, expert_NK);
   const MoePlan plan = moe_plan(expert_NK, experts_, moe_capacity(capacity_factor_, N, top_k_, experts_));
 
@@ -68,9 +68,10 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
     y_ND = residual_add(y_ND, linear(swiglu(linear(x_ND, shared_w_in_2SD)), shared_w_out_DS));
 
   stats_.aux_loss = 0;
+  pending_aux_ = Tensor();
   if (aux_loss && aux_coef_ > 0) {
     *aux_loss = moe_aux_loss(scores_NE, plan, router_, aux_coef_);
-    stats_.aux_loss = aux_loss->value().to(DType::f64).to_vector<double>()[0];
+    pending_aux_ = aux_loss->value();
   }
   const std::vector<int32_t> routed = plan.routed_E.to_vector<int32_t>();
   stats_.tokens_per_expert.assign(routed.begin(), routed.end());
@@ -80,6 +81,26 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
   if (grad_enabled())
     for (int e = 0; e < experts_; ++e) load_tally_E_[size_t(e)] += routed[size_t(e)];
   return y_ND;
+}
+
+const MoeLayerStats& MoeFeedForward::stats() const {
+  if (pending_aux_.defined()) {
+    stats_.aux_loss = pending_aux_.to(Device::cpu).to(DType::f64).to_vector<double>()[0];
+    pending_aux_ = Tensor();
+  }
+  return stats_;
+}
+
+Tensor MoeFeedForward::selection_bias(Device device) const {
+  const float* bias = bias_E_.data<float>();
+  if (std::all_of(bias, bias + experts_, [](float b) { return b == 0.f; })) return Tensor();
+  if (device == Device::cpu) return bias_E_;
+  // Compared by value, not tracked by writer: an update and a restored checkpoint both show.
+  if (!device_bias_E_.defined() || !std::equal(bias, bias + experts_, device_bias_of_.begin())) {
+    device_bias_E_ = bias_E_.to(device);
+    device_bias_of_.assign(bias, bias + experts_);
+  }
+  return device_bias_E_;
 }
 
 void MoeFeedForward::update_router_bias() {

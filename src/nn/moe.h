@@ -9,7 +9,9 @@
 // Load balance: the Switch aux loss (a differentiable scalar, added to the training loss by the
 // Transformer) and/or the aux-loss-free bias of DeepSeek-V3 (a non-trained buffer that shifts
 // selection only; updated after each optimizer step from the loads seen since the last update,
-// saved in checkpoints so that resume is bit-exact).
+// saved in checkpoints so that resume is bit-exact). The bias and the load tally live on the host
+// (the plan's per-expert counts are on the host anyway); a CUDA forward uses a device copy of the
+// bias that is refreshed only when the host values change.
 //
 // Legend: N tokens, D d_model, E experts, K top_k, F expert hidden, A kept assignments.
 #pragma once
@@ -49,7 +51,9 @@ class MoeFeedForward {
   // aux loss. Records stats(); under grad mode also adds the load to the bias-update tally.
   Var forward(const Var& x_ND, Var* aux_loss) const;
 
-  const MoeLayerStats& stats() const { return stats_; }
+  // Reads a CUDA aux loss back to the host on the first call after a forward (not in the forward:
+  // that would be a second sync per layer).
+  const MoeLayerStats& stats() const;
   const std::string& bias_name() const { return bias_name_; }
   Tensor& router_bias() { return bias_E_; }
   // bias_i += rate * sign(mean load - load_i) over the loads tallied since the last call, then
@@ -64,10 +68,16 @@ class MoeFeedForward {
   Var router_ED, w_in_E2FD, w_out_EDF;  // w_in rows: gate [0, F), up [F, 2F)
   Var shared_w_in_2SD, shared_w_out_DS;  // S = shared_experts * F; undefined without shared experts
   std::string bias_name_;
-  Tensor bias_E_;  // f32, zero-initialised; used only for selection
-  // Observation, not model state: forward() is const for callers (evaluation takes a const model).
+  Tensor bias_E_;  // f32 host, zero-initialised; used only for selection
+  // The bias as moe_topk needs it on `device` (undefined while all zero: adding 0 selects the same).
+  Tensor selection_bias(Device device) const;
+  // Observation and caches, not model state: forward() is const for callers (evaluation takes a
+  // const model).
   mutable MoeLayerStats stats_;
+  mutable Tensor pending_aux_;  // the last forward's aux loss, not yet read into stats_
   mutable std::vector<int64_t> load_tally_E_;
+  mutable Tensor device_bias_E_;             // device copy of bias_E_ ...
+  mutable std::vector<float> device_bias_of_;  // ... made from these host values
 };
 
 }  // namespace hylo

@@ -129,6 +129,8 @@ TEST_CASE("moe_topk: best first, ties to the lower index, bias steers selection 
                                                     {2, 4});
   CHECK(ints(moe_topk(scores, Tensor(), 2)) == std::vector<int32_t>{1, 2, 0, 1});
   CHECK(ints(moe_topk(scores, Tensor(), 3)) == std::vector<int32_t>{1, 2, 0, 0, 1, 2});
+  // An all-zero bias selects exactly as no bias (MoeFeedForward then passes none, even to a GPU).
+  CHECK(ints(moe_topk(scores, Tensor::zeros({4}, DType::f32), 3)) == ints(moe_topk(scores, Tensor(), 3)));
   const Tensor bias = Tensor::from_vector<float>({0.5f, 0.0f, 0.0f, 0.0f}, {4});
   const Tensor chosen = moe_topk(scores, bias, 2);
   CHECK(ints(chosen) == std::vector<int32_t>{0, 1, 0, 1});
