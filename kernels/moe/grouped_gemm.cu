@@ -1,18 +1,29 @@
-// Grouped expert GEMMs (semantics in grouped_gemm.h) as row-major products through kernels/gemm.
-#include "kernels/moe/grouped_gemm.h"
+// Grouped expert GEMMs (semantics in grouped_gemm.h). Row-major to column-major exactly as in
+// kernels/gemm/gemm.cu: our C = op(A) op(B) is cuBLAS's C^T = op(B)^T op(A)^T, so cuBLAS's first
+// operand is our B, its m is our N and its n our M, transposition flags carried over.
+#include <cublas_v2.h>
 
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/cuda/allocator.h"
 #include "kernels/common/common.cuh"
 #include "kernels/gemm/gemm.h"
+#include "kernels/moe/grouped_gemm.h"
 
 namespace hylo::cuda {
 namespace {
 
+std::atomic<GroupedGemmPath> g_path{GroupedGemmPath::cublas_grouped};
+
 // Where an operand of expert e starts: base + per_row * offsets[e] + per_expert * e (elements).
 struct Operand {
-  const bf16* base;
+  const nv_bf16* base;
   int64_t per_row, per_expert;
-  const bf16* at(int64_t row_begin, int e) const {
-    return reinterpret_cast<const bf16*>(as_nv(base) + per_row * row_begin + per_expert * e);
+  __host__ __device__ const nv_bf16* at(int64_t row_begin, int e) const {
+    return base + per_row * row_begin + per_expert * e;
   }
 };
 
@@ -28,18 +39,92 @@ struct Family {
   int k(int rows) const { return rows_are_k ? rows : K; }
 };
 
-// One cuBLASLt call per non-empty expert (kernels/gemm: cached heuristic, deterministic). On the
-// H200 this beat a single cublasGemmGroupedBatchedEx call for every expert shape measured, by
-// 1.2-2.4x (experiments/results/moe_gemm_h200.json), so it is the only path.
-void run_family(const Family& f, int E, const int32_t* off_host, cudaStream_t stream) {
+// Pointer arrays for the non-empty experts, in expert order: [our B | our A | C], each `count`
+// long. E is small, so each thread counts the non-empty experts before its own.
+__global__ void group_pointers_kernel(int E, int count, const int32_t* offsets_E1, Operand a, Operand b, Operand c,
+                                      const void** out) {
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= E || offsets_E1[e + 1] == offsets_E1[e]) return;
+  int slot = 0;
+  for (int j = 0; j < e; ++j) slot += offsets_E1[j + 1] != offsets_E1[j];
+  const int64_t begin = offsets_E1[e];
+  out[slot] = b.at(begin, e);
+  out[count + slot] = a.at(begin, e);
+  out[2 * count + slot] = c.at(begin, e);
+}
+
+cublasHandle_t handle_for_device(std::unique_lock<std::mutex>& lock) {
+  static std::mutex* mutex = new std::mutex;
+  static auto* handles = new std::map<int, cublasHandle_t>;  // process lifetime, like gemm.cu's
+  lock = std::unique_lock(*mutex);
+  int device = 0;
+  HYLO_CUDA_CHECK(cudaGetDevice(&device));
+  cublasHandle_t& h = (*handles)[device];
+  if (!h) HYLO_CUBLAS_CHECK(cublasCreate(&h));
+  return h;
+}
+
+void run_cublas_grouped(const Family& f, int E, const int32_t* off_host, const int32_t* off_dev,
+                        cudaStream_t stream) {
+  std::vector<int> m, n, k, lda, ldb, ldc, group_size;
+  std::vector<float> alpha, beta;
+  std::vector<cublasOperation_t> op_first, op_second;
+  for (int e = 0; e < E; ++e) {
+    const int rows = off_host[e + 1] - off_host[e];
+    if (rows == 0) continue;
+    const int M = f.m(rows), K = f.k(rows);
+    m.push_back(f.N);
+    n.push_back(M);
+    k.push_back(K);
+    lda.push_back(f.trans_b ? K : f.N);
+    ldb.push_back(f.trans_a ? M : K);
+    ldc.push_back(f.N);
+    alpha.push_back(1.f);
+    beta.push_back(f.beta);
+    op_first.push_back(f.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+    op_second.push_back(f.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N);
+    group_size.push_back(1);
+  }
+  const int count = int(m.size());
+  if (count == 0) return;
+  // Released at once: the next user of the block is ordered after this call on the same stream.
+  auto** ptrs = static_cast<const void**>(allocate(3 * size_t(count) * sizeof(void*), "moe: grouped gemm pointers"));
+  group_pointers_kernel<<<int(ceil_div(E, 128)), 128, 0, stream>>>(E, count, off_dev, f.a, f.b, f.c, ptrs);
+  HYLO_CUDA_LAUNCH_CHECK("group_pointers_kernel");
+  std::unique_lock<std::mutex> lock;
+  cublasHandle_t h = handle_for_device(lock);
+  HYLO_CUBLAS_CHECK(cublasSetStream(h, stream));
+  HYLO_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+      h, op_first.data(), op_second.data(), m.data(), n.data(), k.data(), alpha.data(), ptrs, CUDA_R_16BF,
+      lda.data(), ptrs + count, CUDA_R_16BF, ldb.data(), beta.data(), const_cast<void* const*>(ptrs + 2 * count),
+      CUDA_R_16BF, ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));
+  release(ptrs);
+}
+
+void run_lt_loop(const Family& f, int E, const int32_t* off_host, cudaStream_t stream) {
   for (int e = 0; e < E; ++e) {
     const int64_t begin = off_host[e];
     const int rows = off_host[e + 1] - off_host[e];
     if (rows == 0) continue;
-    gemm(f.trans_a, f.trans_b, f.m(rows), f.N, f.k(rows), 1.f, f.a.at(begin, e), f.b.at(begin, e), f.beta,
-         const_cast<bf16*>(f.c.at(begin, e)), stream);
+    gemm(f.trans_a, f.trans_b, f.m(rows), f.N, f.k(rows), 1.f, reinterpret_cast<const bf16*>(f.a.at(begin, e)),
+         reinterpret_cast<const bf16*>(f.b.at(begin, e)), f.beta,
+         reinterpret_cast<bf16*>(const_cast<nv_bf16*>(f.c.at(begin, e))), stream);
   }
 }
+
+void run_family(const Family& f, int E, const int32_t* off_host, const int32_t* off_dev, cudaStream_t stream) {
+  // cuBLAS wants 16-byte aligned bf16 matrices in its grouped call; row starts are aligned when
+  // every width is a multiple of 8 and the buffers start aligned (all real shapes). Odd test shapes take the per-expert path,
+  // whose kernels/gemm fallback accepts anything.
+  const bool aligned = f.N % 8 == 0 && (f.rows_are_k ? f.M : f.K) % 8 == 0 && aligned16(f.a.base) &&
+                       aligned16(f.b.base) && aligned16(f.c.base);
+  if (g_path.load() == GroupedGemmPath::cublas_grouped && aligned)
+    run_cublas_grouped(f, E, off_host, off_dev, stream);
+  else
+    run_lt_loop(f, E, off_host, stream);
+}
+
+Operand operand(const bf16* p, int64_t per_row, int64_t per_expert) { return {as_nv(p), per_row, per_expert}; }
 
 void check_offsets(const char* op, int E, int I, int O, const int32_t* off_host) {
   HYLO_CUDA_REQUIRE(E > 0 && I > 0 && O > 0 && off_host && off_host[0] == 0, "%s: bad shape E=%d I=%d O=%d", op, E,
@@ -50,22 +135,29 @@ void check_offsets(const char* op, int E, int I, int O, const int32_t* off_host)
 
 }  // namespace
 
-void grouped_linear_forward(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* x_AI, const bf16* w_EOI,
-                            bf16* y_AO, cudaStream_t stream) {
+void set_grouped_gemm_path(GroupedGemmPath path) { g_path.store(path); }
+GroupedGemmPath grouped_gemm_path() { return g_path.load(); }
+
+void grouped_linear_forward(int E, int I, int O, const int32_t* offsets_host_E1, const int32_t* offsets_dev_E1,
+                            const bf16* x_AI, const bf16* w_EOI, bf16* y_AO, cudaStream_t stream) {
   check_offsets("grouped_linear_forward", E, I, O, offsets_host_E1);
-  const Family f{false, true, 0, O, I, false, {x_AI, I, 0}, {w_EOI, 0, int64_t(O) * I}, {y_AO, O, 0}, 0.f};
-  run_family(f, E, offsets_host_E1, stream);
+  const Family f{false, true, 0, O, I, false,
+                 operand(x_AI, I, 0), operand(w_EOI, 0, int64_t(O) * I), operand(y_AO, O, 0), 0.f};
+  run_family(f, E, offsets_host_E1, offsets_dev_E1, stream);
 }
 
-void grouped_linear_backward_input(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* dy_AO,
-                                   const bf16* w_EOI, bf16* dx_AI, cudaStream_t stream) {
+void grouped_linear_backward_input(int E, int I, int O, const int32_t* offsets_host_E1,
+                                   const int32_t* offsets_dev_E1, const bf16* dy_AO, const bf16* w_EOI, bf16* dx_AI,
+                                   cudaStream_t stream) {
   check_offsets("grouped_linear_backward_input", E, I, O, offsets_host_E1);
-  const Family f{false, false, 0, I, O, false, {dy_AO, O, 0}, {w_EOI, 0, int64_t(O) * I}, {dx_AI, I, 0}, 0.f};
-  run_family(f, E, offsets_host_E1, stream);
+  const Family f{false, false, 0, I, O, false,
+                 operand(dy_AO, O, 0), operand(w_EOI, 0, int64_t(O) * I), operand(dx_AI, I, 0), 0.f};
+  run_family(f, E, offsets_host_E1, offsets_dev_E1, stream);
 }
 
-void grouped_linear_backward_weight(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* dy_AO,
-                                    const bf16* x_AI, bf16* dw_EOI, bool accumulate, cudaStream_t stream) {
+void grouped_linear_backward_weight(int E, int I, int O, const int32_t* offsets_host_E1,
+                                    const int32_t* offsets_dev_E1, const bf16* dy_AO, const bf16* x_AI, bf16* dw_EOI,
+                                    bool accumulate, cudaStream_t stream) {
   check_offsets("grouped_linear_backward_weight", E, I, O, offsets_host_E1);
   const int64_t slice = int64_t(O) * I;
   // An expert without rows still owns a gradient slot: zero, not garbage (the products skip it).
@@ -73,8 +165,9 @@ void grouped_linear_backward_weight(int E, int I, int O, const int32_t* offsets_
     for (int e = 0; e < E; ++e)
       if (offsets_host_E1[e + 1] == offsets_host_E1[e])
         HYLO_CUDA_CHECK(cudaMemsetAsync(as_nv(dw_EOI) + e * slice, 0, size_t(slice) * 2, stream));
-  const Family f{true, false, O, I, 0, true, {dy_AO, O, 0}, {x_AI, I, 0}, {dw_EOI, 0, slice}, accumulate ? 1.f : 0.f};
-  run_family(f, E, offsets_host_E1, stream);
+  const Family f{true, false, O, I, 0, true,
+                 operand(dy_AO, O, 0), operand(x_AI, I, 0), operand(dw_EOI, 0, slice), accumulate ? 1.f : 0.f};
+  run_family(f, E, offsets_host_E1, offsets_dev_E1, stream);
 }
 
 }  // namespace hylo::cuda

@@ -3,7 +3,8 @@
 // bf16 operands, fp32 accumulation, row-major. Legend: E experts, A rows, I/O input/output width.
 //
 // Group sizes come from the HOST copy of the offsets (cuBLAS takes problem sizes on the host; the
-// MoE plan reads its E+1 offsets back once per layer forward and the backward reuses them).
+// MoE plan reads its E+1 offsets back once per layer forward and the backward reuses them);
+// pointers are formed on the device from the DEVICE copy, so nothing else crosses the bus.
 // Experts with no rows are fine: their outputs have no rows, and their weight gradient is zeroed
 // (or left as it was when accumulating).
 #pragma once
@@ -17,14 +18,22 @@ struct bf16;
 
 namespace hylo::cuda {
 
+// How the E products are issued: one cublasGemmGroupedBatchedEx call for all experts, or one
+// cuBLASLt call per non-empty expert through kernels/gemm. `hylo bench moe` compares them.
+enum class GroupedGemmPath { cublas_grouped, lt_loop };
+void set_grouped_gemm_path(GroupedGemmPath path);
+GroupedGemmPath grouped_gemm_path();
+
 // y_AO[group e] = x_AI[group e] @ w_EOI[e]^T
-void grouped_linear_forward(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* x_AI, const bf16* w_EOI,
-                            bf16* y_AO, cudaStream_t stream);
+void grouped_linear_forward(int E, int I, int O, const int32_t* offsets_host_E1, const int32_t* offsets_dev_E1,
+                            const bf16* x_AI, const bf16* w_EOI, bf16* y_AO, cudaStream_t stream);
 // dx_AI[group e] = dy_AO[group e] @ w_EOI[e]   (overwritten)
-void grouped_linear_backward_input(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* dy_AO,
-                                   const bf16* w_EOI, bf16* dx_AI, cudaStream_t stream);
+void grouped_linear_backward_input(int E, int I, int O, const int32_t* offsets_host_E1,
+                                   const int32_t* offsets_dev_E1, const bf16* dy_AO, const bf16* w_EOI, bf16* dx_AI,
+                                   cudaStream_t stream);
 // dw_EOI[e] (+)= dy_AO[group e]^T @ x_AI[group e]
-void grouped_linear_backward_weight(int E, int I, int O, const int32_t* offsets_host_E1, const bf16* dy_AO,
-                                    const bf16* x_AI, bf16* dw_EOI, bool accumulate, cudaStream_t stream);
+void grouped_linear_backward_weight(int E, int I, int O, const int32_t* offsets_host_E1,
+                                    const int32_t* offsets_dev_E1, const bf16* dy_AO, const bf16* x_AI, bf16* dw_EOI,
+                                    bool accumulate, cudaStream_t stream);
 
 }  // namespace hylo::cuda

@@ -1,10 +1,9 @@
 // `hylo bench moe`: the expert SwiGLU GEMMs of one MoE layer (w_in: D -> 2F, w_out: F -> D) as
 // grouped GEMMs over E variable-size row groups, forward (2 products) and backward (dX and dW of
 // each, 4 products), against the same products done densely by cuBLAS with M = all A = N*K rows
-// (the same FLOPs in one big GEMM each): the ratio is how much of dense speed grouping keeps. The
-// grouped path is kernels/moe/grouped_gemm.h (one cuBLASLt GEMM per expert). Routing is uniform
-// random top-k, balanced on average but not exactly, as in training. CUDA events, median of the
-// timed iterations.
+// (the same FLOPs in one big GEMM each): the ratio is how much of dense speed grouping keeps. Both
+// issue paths of kernels/moe/grouped_gemm.h are timed. Routing is uniform random top-k, balanced
+// on average but not exactly, as in training. CUDA events, median of the timed iterations.
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -44,6 +43,7 @@ const std::vector<MoeShape> kShapes = {{"8e", 1024, 8, 2, 1408}, {"64e", 1024, 6
 
 struct BenchOptions {
   std::vector<MoeShape> shapes = kShapes;
+  std::vector<std::string> paths{"grouped", "loop"};
   int tokens = 16 * 2048;
   int iters = 20, warmup = 3;
   std::string json;
@@ -63,6 +63,10 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
         HYLO_CHECK(it != kShapes.end(), "bench moe: --shapes takes 8e, 64e or 2b, got '{}'", name);
         o.shapes.push_back(*it);
       }
+    } else if (flag == "--paths") {
+      o.paths = split_commas(value);
+      for (const std::string& p : o.paths)
+        HYLO_CHECK(p == "grouped" || p == "loop", "bench moe: --paths takes grouped or loop, got '{}'", p);
     } else if (flag == "--tokens") {
       o.tokens = positive();
     } else if (flag == "--iters") {
@@ -72,7 +76,7 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
     } else if (flag == "--json") {
       o.json = value;
     } else {
-      HYLO_FAIL("bench moe: unknown flag '{}' (see --shapes --tokens --iters --warmup --json)", flag);
+      HYLO_FAIL("bench moe: unknown flag '{}' (see --shapes --paths --tokens --iters --warmup --json)", flag);
     }
   }
   return o;
@@ -146,11 +150,12 @@ std::vector<int32_t> random_offsets(int N, int E, int K) {
   return offsets;
 }
 
-BenchRow bench_shape(const BenchOptions& o, const MoeShape& s, const Tensor& pattern) {
+std::vector<BenchRow> bench_shape(const BenchOptions& o, const MoeShape& s, const Tensor& pattern) {
   const int D = s.D, E = s.E, F = s.F;
   const std::vector<int32_t> offsets = random_offsets(o.tokens, E, s.K);
   const int A = offsets.back();
-  const int32_t* off = offsets.data();
+  const Tensor offsets_dev = Tensor::from_vector(offsets, {E + 1}).to(Device::cuda);
+  const int32_t *off = offsets.data(), *off_dev = offsets_dev.data<int32_t>();
   auto bf = [](const Tensor& t) { return t.data<bf16>(); };
   // Activations (A rows), weights (E slices) and their gradients.
   Tensor xs = random_bf16({A, D}, pattern, "bench: xs"), h = random_bf16({A, F}, pattern, "bench: h");
@@ -163,14 +168,14 @@ BenchRow bench_shape(const BenchOptions& o, const MoeShape& s, const Tensor& pat
   cudaStream_t stream = cuda::stream();
 
   auto grouped_fwd = [&] {
-    cuda::grouped_linear_forward(E, D, 2 * F, off, bf(xs), bf(w_in), bf(y_in), stream);
-    cuda::grouped_linear_forward(E, F, D, off, bf(h), bf(w_out), bf(y_out), stream);
+    cuda::grouped_linear_forward(E, D, 2 * F, off, off_dev, bf(xs), bf(w_in), bf(y_in), stream);
+    cuda::grouped_linear_forward(E, F, D, off, off_dev, bf(h), bf(w_out), bf(y_out), stream);
   };
   auto grouped_bwd = [&] {
-    cuda::grouped_linear_backward_input(E, F, D, off, bf(dy_out), bf(w_out), bf(dh), stream);
-    cuda::grouped_linear_backward_weight(E, F, D, off, bf(dy_out), bf(h), bf(dw_out), false, stream);
-    cuda::grouped_linear_backward_input(E, D, 2 * F, off, bf(dy_in), bf(w_in), bf(dxs), stream);
-    cuda::grouped_linear_backward_weight(E, D, 2 * F, off, bf(dy_in), bf(xs), bf(dw_in), false, stream);
+    cuda::grouped_linear_backward_input(E, F, D, off, off_dev, bf(dy_out), bf(w_out), bf(dh), stream);
+    cuda::grouped_linear_backward_weight(E, F, D, off, off_dev, bf(dy_out), bf(h), bf(dw_out), false, stream);
+    cuda::grouped_linear_backward_input(E, D, 2 * F, off, off_dev, bf(dy_in), bf(w_in), bf(dxs), stream);
+    cuda::grouped_linear_backward_weight(E, D, 2 * F, off, off_dev, bf(dy_in), bf(xs), bf(dw_in), false, stream);
   };
   // The same products as single GEMMs over all A rows (expert 0's weight slice stands in).
   auto dense_fwd = [&] {
@@ -186,25 +191,34 @@ BenchRow bench_shape(const BenchOptions& o, const MoeShape& s, const Tensor& pat
 
   const double fwd_flops = 6.0 * A * D * F, bwd_flops = 2 * fwd_flops;
   auto tflops = [](double flops, double ms) { return flops / (ms * 1e-3) / 1e12; };
-  BenchRow r;
-  r.shape = fmt::format("{} (D={} E={} K={} F={})", s.name, D, E, s.K, F);
-  r.rows = A;
+  BenchRow base;
+  base.shape = fmt::format("{} (D={} E={} K={} F={})", s.name, D, E, s.K, F);
+  base.rows = A;
   for (int e = 0; e < E; ++e) {
     const int g = offsets[size_t(e) + 1] - offsets[size_t(e)];
-    r.min_group = e == 0 ? g : std::min(r.min_group, g);
-    r.max_group = std::max(r.max_group, g);
+    base.min_group = e == 0 ? g : std::min(base.min_group, g);
+    base.max_group = std::max(base.max_group, g);
   }
-  r.dense_fwd_ms = median_ms(dense_fwd, o.iters, o.warmup);
-  r.dense_bwd_ms = median_ms(dense_bwd, o.iters, o.warmup);
-  r.dense_fwd_tflops = tflops(fwd_flops, r.dense_fwd_ms);
-  r.dense_bwd_tflops = tflops(bwd_flops, r.dense_bwd_ms);
+  base.dense_fwd_ms = median_ms(dense_fwd, o.iters, o.warmup);
+  base.dense_bwd_ms = median_ms(dense_bwd, o.iters, o.warmup);
+  base.dense_fwd_tflops = tflops(fwd_flops, base.dense_fwd_ms);
+  base.dense_bwd_tflops = tflops(bwd_flops, base.dense_bwd_ms);
 
-  r.path = "cuBLASLt per expert";
-  r.fwd_ms = median_ms(grouped_fwd, o.iters, o.warmup);
-  r.bwd_ms = median_ms(grouped_bwd, o.iters, o.warmup);
-  r.fwd_tflops = tflops(fwd_flops, r.fwd_ms);
-  r.bwd_tflops = tflops(bwd_flops, r.bwd_ms);
-  return r;
+  std::vector<BenchRow> rows;
+  const cuda::GroupedGemmPath saved = cuda::grouped_gemm_path();
+  for (const std::string& path : o.paths) {
+    cuda::set_grouped_gemm_path(path == "grouped" ? cuda::GroupedGemmPath::cublas_grouped
+                                                  : cuda::GroupedGemmPath::lt_loop);
+    BenchRow r = base;
+    r.path = path == "grouped" ? "cublasGemmGroupedBatchedEx" : "cuBLASLt per expert";
+    r.fwd_ms = median_ms(grouped_fwd, o.iters, o.warmup);
+    r.bwd_ms = median_ms(grouped_bwd, o.iters, o.warmup);
+    r.fwd_tflops = tflops(fwd_flops, r.fwd_ms);
+    r.bwd_tflops = tflops(bwd_flops, r.bwd_ms);
+    rows.push_back(r);
+  }
+  cuda::set_grouped_gemm_path(saved);
+  return rows;
 }
 
 void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
@@ -256,15 +270,15 @@ int run_bench_moe(const std::vector<std::string>& args) {
   std::printf("%-30s %-27s %11s | %8s %6s %6s %6s | %8s %6s %6s %6s\n", "shape", "grouped path", "groups", "fwd ms",
               "TF/s", "dense", "ratio", "bwd ms", "TF/s", "dense", "ratio");
   std::vector<BenchRow> rows;
-  for (const MoeShape& s : o.shapes) {
-    const BenchRow r = bench_shape(o, s, pattern);
-    std::printf("%-30s %-27s %5d-%-5d | %8.3f %6.1f %6.1f %6.2f | %8.3f %6.1f %6.1f %6.2f\n", r.shape.c_str(),
-                r.path.c_str(), r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_tflops,
-                r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_tflops,
-                r.bwd_tflops / r.dense_bwd_tflops);
-    std::fflush(stdout);
-    rows.push_back(r);
-  }
+  for (const MoeShape& s : o.shapes)
+    for (const BenchRow& r : bench_shape(o, s, pattern)) {
+      std::printf("%-30s %-27s %5d-%-5d | %8.3f %6.1f %6.1f %6.2f | %8.3f %6.1f %6.1f %6.2f\n", r.shape.c_str(),
+                  r.path.c_str(), r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_tflops,
+                  r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_tflops,
+                  r.bwd_tflops / r.dense_bwd_tflops);
+      std::fflush(stdout);
+      rows.push_back(r);
+    }
   if (!o.json.empty()) write_json(o.json, o, prop.name, rows);
   return 0;
 #endif

@@ -23,7 +23,7 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
-  bench moe [--shapes 8e,64e,2b] [--tokens 32768] [--iters N] [--json PATH]
+  bench moe [--shapes 8e,64e,2b] [--paths grouped,loop] [--tokens 32768] [--iters N] [--json PATH]
 )";
 
 int run_bench(const hylo::Args& args) {

@@ -64,6 +64,7 @@ Tensor like(const Tensor& t, const Shape& shape, const char* what) {
 }
 
 #if HYLO_WITH_CUDA
+const int32_t* device_offsets(const Tensor& counts_dev) { return counts_dev.data<int32_t>(); }
 const int32_t* device_routed(const Tensor& counts_dev, int E) { return counts_dev.data<int32_t>() + E + 1; }
 #endif
 
@@ -306,18 +307,18 @@ Var moe_grouped_linear(const Var& x_AI, const Var& w_EOI, const MoePlan& plan) {
              shape_str(X.shape()), shape_str(W.shape()), w_EOI.name(), plan.rows(), plan.num_experts);
   const int A = int(X.size(0)), E = int(W.size(0)), O = int(W.size(1)), I = int(W.size(2));
   Tensor Y = like(X, {A, O}, "moe grouped linear output");
-  const Tensor offsets = plan.offsets_E1;
+  const Tensor offsets = plan.offsets_E1, counts = plan.counts_dev;
   if (!on_cuda(X, "moe_grouped_linear", [&] {
 #if HYLO_WITH_CUDA
-        cuda::grouped_linear_forward(E, I, O, offsets.data<int32_t>(), X.data<bf16>(), W.data<bf16>(), Y.data<bf16>(),
-                                     cuda::stream());
+        cuda::grouped_linear_forward(E, I, O, offsets.data<int32_t>(), device_offsets(counts), X.data<bf16>(),
+                                     W.data<bf16>(), Y.data<bf16>(), cuda::stream());
 #endif
       }))
     with_cpu_float(X, "moe_grouped_linear", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       cpu::grouped_linear_forward<T>(E, I, O, offsets.data<int32_t>(), X.data<T>(), W.data<T>(), Y.data<T>());
     });
-  return Var::from_op(Y, {x_AI, w_EOI}, [offsets, A, E, O, I](const Tensor& dY_in, std::vector<Var>& in) {
+  return Var::from_op(Y, {x_AI, w_EOI}, [offsets, counts, A, E, O, I](const Tensor& dY_in, std::vector<Var>& in) {
     const Tensor& X = in[0].value();
     const Tensor& W = in[1].value();
     const Tensor dY = dY_in.contiguous();
@@ -329,11 +330,11 @@ Var moe_grouped_linear(const Var& x_AI, const Var& w_EOI, const MoePlan& plan) {
 #if HYLO_WITH_CUDA
           const int32_t* off_host = offsets.data<int32_t>();
           if (dX.defined())
-            cuda::grouped_linear_backward_input(E, I, O, off_host, dY.data<bf16>(), W.data<bf16>(), dX.data<bf16>(),
-                                                cuda::stream());
+            cuda::grouped_linear_backward_input(E, I, O, off_host, device_offsets(counts), dY.data<bf16>(),
+                                                W.data<bf16>(), dX.data<bf16>(), cuda::stream());
           if (dW.defined())
-            cuda::grouped_linear_backward_weight(E, I, O, off_host, dY.data<bf16>(), X.data<bf16>(), dW.data<bf16>(),
-                                                 accumulate, cuda::stream());
+            cuda::grouped_linear_backward_weight(E, I, O, off_host, device_offsets(counts), dY.data<bf16>(),
+                                                 X.data<bf16>(), dW.data<bf16>(), accumulate, cuda::stream());
 #endif
         }))
       with_cpu_float(X, "moe_grouped_linear", [&](auto* tag) {

@@ -1,9 +1,9 @@
 // Mixture-of-experts on CUDA vs the CPU reference, through the op entries of ops/moe.h (so the
 // kernels of kernels/moe, their wiring and the dtype conventions are tested together): router
-// logits, scores, top-k, gate weights, the device-built dispatch plan, permute, grouped GEMM,
-// combine and the aux loss, forward and backward, then a whole MoE layer. Inputs are random and
-// bf16-exact (never zeros), so both sides start from the same values. Routing cases include
-// experts that receive no token and capacity drops, at E=8 K=2 and E=64 K=4.
+// logits, scores, top-k, gate weights, the device-built dispatch plan, permute, grouped GEMM (both
+// issue paths), combine and the aux loss, forward and backward, then a whole MoE layer. Inputs are
+// random and bf16-exact (never zeros), so both sides start from the same values. Routing cases
+// include experts that receive no token and capacity drops, at E=8 K=2 and E=64 K=4.
 // Bounds (relative error ||gpu - cpu|| / ||cpu||), as in test_ops_gpu.cpp: bf16 outputs 1e-2,
 // fp32 router tensors 1e-5, index tensors and pure row moves exact.
 #include <cuda_runtime.h>  // before gpu_test_util.h: its typed cudaMalloc(T**) overload
@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "gpu_test_util.h"
+#include "kernels/moe/grouped_gemm.h"
 #include "nn/moe.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
@@ -188,31 +189,37 @@ TEST_CASE("moe gpu: permute and combine forward and backward (empty experts, cap
   }
 }
 
-TEST_CASE("moe gpu: grouped expert GEMM forward, dX, dW (fresh and accumulated)") {
-  for (const PlanCase& c : kPlanCases) {
-    CAPTURE(label(c));
-    const Plans p = plans(c, 3);
-    const int A = int(p.cpu.rows()), E = c.E, I = 96, O = 40;
-    Pair x = leaves(values(size_t(A) * I, 8), {A, I}, DType::bf16, "x");
-    Pair w = leaves(values(size_t(E) * O * I, 9, 0.1f), {E, O, I}, DType::bf16, "w");
-    const std::vector<float> G = values(size_t(A) * O, 10);
-    // Two backward passes: the second adds into the existing weight gradient, as micro-batches do.
-    for (int pass = 0; pass < 2; ++pass) {
-      CAPTURE(pass);
-      Var yc = moe_grouped_linear(x.cpu, w.cpu, p.cpu), yg = moe_grouped_linear(x.gpu, w.gpu, p.gpu);
-      check_close("y", host(yg.value()), host(yc.value()), kBf16);
-      yc.backward(cpu_t(G, {A, O}));
-      yg.backward(gpu_bf16(G, {A, O}));
-      check_close("dx", host(x.gpu.grad()), host(x.cpu.grad()), kBf16);
-      check_close("dw", host(w.gpu.grad()), host(w.cpu.grad()), kBf16);
+TEST_CASE("moe gpu: grouped expert GEMM forward, dX, dW (fresh and accumulated), both issue paths") {
+  const cuda::GroupedGemmPath saved = cuda::grouped_gemm_path();
+  for (cuda::GroupedGemmPath path : {cuda::GroupedGemmPath::cublas_grouped, cuda::GroupedGemmPath::lt_loop}) {
+    cuda::set_grouped_gemm_path(path);
+    for (const PlanCase& c : kPlanCases) {
+      CAPTURE(int(path));
+      CAPTURE(label(c));
+      const Plans p = plans(c, 3);
+      const int A = int(p.cpu.rows()), E = c.E, I = 96, O = 40;
+      Pair x = leaves(values(size_t(A) * I, 8), {A, I}, DType::bf16, "x");
+      Pair w = leaves(values(size_t(E) * O * I, 9, 0.1f), {E, O, I}, DType::bf16, "w");
+      const std::vector<float> G = values(size_t(A) * O, 10);
+      // Two backward passes: the second adds into the existing weight gradient, as micro-batches do.
+      for (int pass = 0; pass < 2; ++pass) {
+        CAPTURE(pass);
+        Var yc = moe_grouped_linear(x.cpu, w.cpu, p.cpu), yg = moe_grouped_linear(x.gpu, w.gpu, p.gpu);
+        check_close("y", host(yg.value()), host(yc.value()), kBf16);
+        yc.backward(cpu_t(G, {A, O}));
+        yg.backward(gpu_bf16(G, {A, O}));
+        check_close("dx", host(x.gpu.grad()), host(x.cpu.grad()), kBf16);
+        check_close("dw", host(w.gpu.grad()), host(w.cpu.grad()), kBf16);
+      }
+      // Experts without tokens have an exactly zero weight gradient.
+      const std::vector<int32_t> kept = ints(p.cpu.kept_E);
+      const std::vector<float> dw = host(w.gpu.grad());
+      for (int e = 0; e < E; ++e)
+        if (kept[size_t(e)] == 0)
+          for (int64_t i = 0; i < int64_t(O) * I; ++i) REQUIRE(dw[size_t(e * int64_t(O) * I + i)] == 0.f);
     }
-    // Experts without tokens have an exactly zero weight gradient.
-    const std::vector<int32_t> kept = ints(p.cpu.kept_E);
-    const std::vector<float> dw = host(w.gpu.grad());
-    for (int e = 0; e < E; ++e)
-      if (kept[size_t(e)] == 0)
-        for (int64_t i = 0; i < int64_t(O) * I; ++i) REQUIRE(dw[size_t(e * int64_t(O) * I + i)] == 0.f);
   }
+  cuda::set_grouped_gemm_path(saved);
 }
 
 TEST_CASE("moe gpu: Switch aux loss forward and backward (softmax and normalised sigmoid)") {
