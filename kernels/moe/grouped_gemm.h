@@ -18,8 +18,12 @@ struct bf16;
 
 namespace hylo::cuda {
 
-// How the E products are issued: one cublasGemmGroupedBatchedEx call for all experts, or one
-// cuBLASLt call per non-empty expert through kernels/gemm. `hylo bench moe` compares them.
+// How the E products are issued: one cublasGemmGroupedBatchedEx call for all experts (default), or
+// one cuBLASLt call per non-empty expert through kernels/gemm. `hylo bench moe` compares them. In
+// isolation (GPU time, queue kept full) the loop is faster (8 experts: 0.89 vs 0.37 of dense), but
+// in training the plan's per-layer host read-back empties the queue and the GPU then waits on the
+// host issuing E calls: moe-2b-pbb (64 experts) ran 235 ms/step grouped vs ~340 (normalised) with
+// the loop, moe-8e-pbb 160 vs ~167 (experiments/results/README.md, 2026-11-30).
 enum class GroupedGemmPath { cublas_grouped, lt_loop };
 void set_grouped_gemm_path(GroupedGemmPath path);
 GroupedGemmPath grouped_gemm_path();

@@ -64,7 +64,7 @@ MoePlan moe_plan(const Tensor& expert_NK, int num_experts, int64_t capacity);
 // x (N, D) -> (A, D) grouped by expert, then token, then slot.
 Var moe_permute(const Var& x_ND, const MoePlan& plan);
 // Per-expert rows of x (A, I) times w[e]^T for w (E, O, I) -> (A, O). Experts with no rows are skipped.
-// CUDA: one grouped cuBLAS call for all experts (kernels/moe/grouped_gemm.h).
+// CUDA: one cublasGemmGroupedBatchedEx call for all experts (kernels/moe/grouped_gemm.h).
 Var moe_grouped_linear(const Var& x_AI, const Var& w_EOI, const MoePlan& plan);
 // Expert outputs (A, D) weighted by w (N, K) and summed per token -> (N, D).
 Var moe_combine(const Var& ys_AD, const Var& w_NK, const MoePlan& plan);
