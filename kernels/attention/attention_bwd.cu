@@ -32,6 +32,50 @@ struct BwdParams {
   float scale, scale_log2;
 };
 
+// A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. For each query head of the
+// kv head's group in turn it visits the query tiles that see one of its keys: iteration `it` is
+// head hk * group + it / m_count, query tile m_first + it % m_count (tiles of BM rows).
+template <int D, int BN, int BM>
+struct KeyBlock {
+  int T, hk, b, n0, m_first, m_count, iters;
+
+  __device__ __forceinline__ explicit KeyBlock(const BwdParams& p)
+      : T(p.T), hk(blockIdx.y), b(blockIdx.z), n0(blockIdx.x * BN) {
+    m_first = n0 / BM;
+    m_count = last_query(p, min(n0 + BN - 1, T - 1)) / BM - m_first + 1;
+    iters = p.group * m_count;
+  }
+  // Highest query that may see key s, clamped to the sequence.
+  __device__ __forceinline__ int last_query(const BwdParams& p, int s) const {
+    return int(min(attn_highest_query(p.mask, s), int64_t(T - 1)));
+  }
+  __device__ __forceinline__ int query_tile_start(int it) const { return (m_first + it % m_count) * BM; }
+  // This kv head's first element in (B, T, Hkv, D) tensors, and their row stride.
+  __device__ __forceinline__ size_t kv_offset(const BwdParams& p) const { return (size_t(b) * T * p.Hkv + hk) * D; }
+  __device__ __forceinline__ static size_t kv_stride(const BwdParams& p) { return size_t(p.Hkv) * D; }
+
+  template <int kThreads>
+  __device__ __forceinline__ void load_kv(const BwdParams& p, uint32_t sK, uint32_t sV, int tid) const {
+    load_tile<BN, D, kThreads>(sK, p.k + kv_offset(p), kv_stride(p), n0, T, tid);
+    load_tile<BN, D, kThreads>(sV, p.v + kv_offset(p), kv_stride(p), n0, T, tid);
+  }
+  // cp.async of iteration it's Q and dO tiles and their lse and D_i rows (zeros past T).
+  template <int kThreads>
+  __device__ __forceinline__ void load_queries(const BwdParams& p, int it, uint32_t sQ, uint32_t sdO, float* lse,
+                                               float* dvec, int tid) const {
+    const int h = hk * p.group + it / m_count, m0 = query_tile_start(it);
+    const size_t head_off = (size_t(b) * T * p.Hq + h) * D, q_stride = size_t(p.Hq) * D;
+    load_tile<BM, D, kThreads>(sQ, p.q + head_off, q_stride, m0, T, tid);
+    load_tile<BM, D, kThreads>(sdO, p.dout + head_off, q_stride, m0, T, tid);
+    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
+    for (int i = tid; i < 2 * BM; i += kThreads) {
+      const int t = m0 + (i % BM);
+      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
+      cp_async_4(smem_u32((i < BM ? lse : dvec) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
+    }
+  }
+};
+
 // ---- 1. D_i = rowsum(dO * O) -------------------------------------------------------------------
 // D / 8 lanes per row, 16 bytes each; rows are (b, t, h) in memory order.
 template <int D>
@@ -101,31 +145,14 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const int T = p.T, n0 = n_block * BN;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
-
-  // Queries that see some key of this tile: [n0, highest query of its last valid key].
-  auto last_query = [&](int s) { return int(min(attn_highest_query(p.mask, s), int64_t(T - 1))); };
-  const int m_first = n0 / BM, m_last = last_query(min(n0 + BN - 1, T - 1)) / BM;
-  const int m_count = m_last - m_first + 1, iters = p.group * m_count;
+  const KeyBlock<D, BN, BM> blk(p);
+  const int T = blk.T, n0 = blk.n0, iters = blk.iters;
+  auto last_query = [&](int s) { return blk.last_query(p, s); };
 
   auto load_q_tile = [&](int it, int stage) {
-    const int h = hk * p.group + it / m_count, m0 = (m_first + it % m_count) * BM;
-    const size_t head_off = (size_t(b) * T * p.Hq + h) * D;
-    load_tile<BM, D, kThreads>(sQ(stage), p.q + head_off, q_stride, m0, T, tid);
-    load_tile<BM, D, kThreads>(sdO(stage), p.dout + head_off, q_stride, m0, T, tid);
-    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
-    for (int i = tid; i < 2 * BM; i += kThreads) {
-      const int t = m0 + (i % BM);
-      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
-      cp_async_4(smem_u32((i < BM ? sLse(stage) : sDvec(stage)) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
-    }
+    blk.template load_queries<kThreads>(p, it, sQ(stage), sdO(stage), sLse(stage), sDvec(stage), tid);
   };
-  load_tile<BN, D, kThreads>(sK, k_head, kv_stride, n0, T, tid);
-  load_tile<BN, D, kThreads>(sV, v_head, kv_stride, n0, T, tid);
+  blk.template load_kv<kThreads>(p, sK, sV, tid);
   load_q_tile(0, 0);
   cp_async_commit();
 
@@ -169,7 +196,7 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
           }
       }
     }
-    const int m0 = (m_first + it % m_count) * BM;
+    const int m0 = blk.query_tile_start(it);
     // Warp-uniform skip when none of the warp's keys is seen by any of the tile's queries.
     if (wk0 >= T || m0 + BM - 1 < wk0 || m0 > wk1_hi) continue;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
@@ -254,12 +281,12 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   }
 
   // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
-  __nv_bfloat16* dk_head = p.dk + (size_t(b) * T * p.Hkv + hk) * D;
-  __nv_bfloat16* dv_head = p.dv + (size_t(b) * T * p.Hkv + hk) * D;
+  __nv_bfloat16* dk_head = p.dk + blk.kv_offset(p);
+  __nv_bfloat16* dv_head = p.dv + blk.kv_offset(p);
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    store_rows<D>(dk_head, kv_stride, wk0 + mt * 16, T, dk_acc[mt], p.scale, p.scale, lane);
-    store_rows<D>(dv_head, kv_stride, wk0 + mt * 16, T, dv_acc[mt], 1.f, 1.f, lane);
+    store_rows<D>(dk_head, blk.kv_stride(p), wk0 + mt * 16, T, dk_acc[mt], p.scale, p.scale, lane);
+    store_rows<D>(dv_head, blk.kv_stride(p), wk0 + mt * 16, T, dv_acc[mt], 1.f, 1.f, lane);
   }
 }
 
@@ -287,30 +314,14 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
   auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int n_block = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const int T = p.T, n0 = n_block * BN;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
-
-  auto last_query = [&](int s) { return int(min(attn_highest_query(p.mask, s), int64_t(T - 1))); };
-  const int m_first = n0 / BM, m_last = last_query(min(n0 + BN - 1, T - 1)) / BM;
-  const int m_count = m_last - m_first + 1, iters = p.group * m_count;
+  const KeyBlock<D, BN, BM> blk(p);
+  const int T = blk.T, n0 = blk.n0, iters = blk.iters;
+  auto last_query = [&](int s) { return blk.last_query(p, s); };
 
   auto load_q_tile = [&](int it, int stage) {
-    const int h = hk * p.group + it / m_count, m0 = (m_first + it % m_count) * BM;
-    const size_t head_off = (size_t(b) * T * p.Hq + h) * D;
-    load_tile<BM, D, kThreads>(sQ(stage), p.q + head_off, q_stride, m0, T, tid);
-    load_tile<BM, D, kThreads>(sdO(stage), p.dout + head_off, q_stride, m0, T, tid);
-    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
-    for (int i = tid; i < 2 * BM; i += kThreads) {
-      const int t = m0 + (i % BM);
-      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
-      cp_async_4(smem_u32((i < BM ? sLse(stage) : sDvec(stage)) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
-    }
+    blk.template load_queries<kThreads>(p, it, sQ(stage), sdO(stage), sLse(stage), sDvec(stage), tid);
   };
-  load_tile<BN, D, kThreads>(sK, k_head, kv_stride, n0, T, tid);
-  load_tile<BN, D, kThreads>(sV, v_head, kv_stride, n0, T, tid);
+  blk.template load_kv<kThreads>(p, sK, sV, tid);
   load_q_tile(0, 0);
   cp_async_commit();
 
@@ -339,7 +350,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
       load_q_tile(it + 1, stage ^ 1);
       cp_async_commit();
     }
-    const int m0 = (m_first + it % m_count) * BM;
+    const int m0 = blk.query_tile_start(it);
     // Block-uniform skip when no key of the tile is seen by any of the tile's queries.
     if (m0 + BM - 1 < n0 || m0 > block_hi) continue;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
@@ -391,10 +402,10 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
   }
 
   // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
-  __nv_bfloat16* dk_head = p.dk + (size_t(b) * T * p.Hkv + hk) * D;
-  __nv_bfloat16* dv_head = p.dv + (size_t(b) * T * p.Hkv + hk) * D;
-  store_rows<D>(dk_head, kv_stride, wk0, T, dk_acc, p.scale, p.scale, lane);
-  store_rows<D>(dv_head, kv_stride, wk0, T, dv_acc, 1.f, 1.f, lane);
+  __nv_bfloat16* dk_head = p.dk + blk.kv_offset(p);
+  __nv_bfloat16* dv_head = p.dv + blk.kv_offset(p);
+  store_rows<D>(dk_head, blk.kv_stride(p), wk0, T, dk_acc, p.scale, p.scale, lane);
+  store_rows<D>(dv_head, blk.kv_stride(p), wk0, T, dv_acc, 1.f, 1.f, lane);
 }
 #endif  // HYLO_WGMMA
 
@@ -426,21 +437,12 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int T = p.T, m0 = m_block * BM;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const size_t q_off = (size_t(b) * T * p.Hq + h) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+  const QueryBlock<D, BM, BN> blk(p);
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
 
-  const int q_last = min(m0 + BM - 1, T - 1);
-  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
-
-  load_tile<BM, D, kThreads>(sQ, p.q + q_off, q_stride, m0, T, tid);
-  load_tile<BM, D, kThreads>(sdO, p.dout + q_off, q_stride, m0, T, tid);
-  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
-  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
+  load_tile<BM, D, kThreads>(sdO, p.dout + blk.q_off, blk.q_stride, m0, T, tid);
+  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
 
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
@@ -454,7 +456,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       const int t = w0 + mt * 16 + g + 8 * half;
       row[mt][half] = t;
       row_lo[mt][half] = int(p.mask.lowest_key(t));
-      const size_t idx = (size_t(b) * p.Hq + h) * T + t;
+      const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
       row_lse2[mt][half] = t < T ? p.lse[idx] * kLog2e : 0.f;
       row_dvec[mt][half] = t < T ? p.dvec[idx] : 0.f;
     }
@@ -473,8 +475,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
     cp_async_wait_all();
     __syncthreads();
     if (n > n_first) {
-      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
-      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
       cp_async_commit();
     }
     if (n == n_last) {
@@ -548,7 +549,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
-    store_rows<D>(p.dq + q_off, q_stride, w0 + mt * 16, T, dq_acc[mt], p.scale, p.scale, lane);
+    store_rows<D>(p.dq + blk.q_off, blk.q_stride, w0 + mt * 16, T, dq_acc[mt], p.scale, p.scale, lane);
 }
 
 #if HYLO_WGMMA
@@ -567,21 +568,12 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
   auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int T = p.T, m0 = m_block * BM;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const size_t q_off = (size_t(b) * T * p.Hq + h) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+  const QueryBlock<D, BM, BN> blk(p);
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
 
-  const int q_last = min(m0 + BM - 1, T - 1);
-  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
-
-  load_tile<BM, D, kThreads>(sQ, p.q + q_off, q_stride, m0, T, tid);
-  load_tile<BM, D, kThreads>(sdO, p.dout + q_off, q_stride, m0, T, tid);
-  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
-  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
+  load_tile<BM, D, kThreads>(sdO, p.dout + blk.q_off, blk.q_stride, m0, T, tid);
+  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
@@ -593,7 +585,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     const int t = w0 + g + 8 * half;
     row[half] = t;
     row_lo[half] = int(p.mask.lowest_key(t));
-    const size_t idx = (size_t(b) * p.Hq + h) * T + t;
+    const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
     row_lse2[half] = t < T ? p.lse[idx] * kLog2e : 0.f;
     row_dvec[half] = t < T ? p.dvec[idx] : 0.f;
   }
@@ -610,8 +602,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     fence_proxy_async();
     __syncthreads();
     if (n > n_first) {
-      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
-      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
       cp_async_commit();
     }
     const int n0 = n * BN;
@@ -648,7 +639,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     wgmma_commit();
     wgmma_wait_all();
   }
-  store_rows<D>(p.dq + q_off, q_stride, w0, T, dq_acc, p.scale, p.scale, lane);
+  store_rows<D>(p.dq + blk.q_off, blk.q_stride, w0, T, dq_acc, p.scale, p.scale, lane);
 }
 #endif  // HYLO_WGMMA
 

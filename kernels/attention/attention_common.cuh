@@ -168,6 +168,31 @@ __device__ __forceinline__ void store_rows(__nv_bfloat16* head_base, size_t row_
   }
 }
 
+// ---- the work of one query-tile block ----------------------------------------------------------
+// Forward and dQ blocks own BM rows from m0 of query head h, batch b, and visit key tiles n_last
+// down to n_first: those holding a key some of the rows may see. Blocks are numbered so that the
+// longest rows start first (the causal tail balances). Params: FwdParams or BwdParams.
+template <int D, int BM, int BN>
+struct QueryBlock {
+  int T, h, b, m0, n_first, n_last;
+  size_t q_stride, kv_stride, q_off, kv_off;  // first element of this head in (B, T, H, D)
+
+  template <class Params>
+  __device__ __forceinline__ explicit QueryBlock(const Params& p)
+      : T(p.T), h(blockIdx.y), b(blockIdx.z), m0((gridDim.x - 1 - blockIdx.x) * BM), q_stride(size_t(p.Hq) * D),
+        kv_stride(size_t(p.Hkv) * D), q_off((size_t(blockIdx.z) * p.T * p.Hq + blockIdx.y) * D),
+        kv_off((size_t(blockIdx.z) * p.T * p.Hkv + blockIdx.y / p.group) * D) {
+    n_first = int(p.mask.lowest_key(m0)) / BN;
+    n_last = min(m0 + BM - 1, T - 1) / BN;
+  }
+  // cp.async of key tile n's K and V rows (zeros past T).
+  template <int kThreads, class Params>
+  __device__ __forceinline__ void load_kv(const Params& p, int n, uint32_t sK, uint32_t sV, int tid) const {
+    load_tile<BN, D, kThreads>(sK, p.k + kv_off, kv_stride, n * BN, T, tid);
+    load_tile<BN, D, kThreads>(sV, p.v + kv_off, kv_stride, n * BN, T, tid);
+  }
+};
+
 // ---- host side ---------------------------------------------------------------------------------
 
 // Host-side checks throw hylo::Error through attention_fail (no fmt in nvcc-compiled code).

@@ -55,20 +55,11 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest rows first: the causal tail balances
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int T = p.T, m0 = m_block * BM;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const __nv_bfloat16* q_head = p.q + (size_t(b) * T * p.Hq + h) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+  const QueryBlock<D, BM, BN> blk(p);
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
 
-  const int q_last = min(m0 + BM - 1, T - 1);
-  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
-
-  load_tile<BM, D, kThreads>(sQ, q_head, q_stride, m0, T, tid);
-  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
-  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
+  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
 
   // This warp's rows and, per thread, the allowed key range [row_lo, row] of its two rows per m-tile.
@@ -96,8 +87,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
     cp_async_wait_all();
     __syncthreads();  // tile n visible to all; everyone done with stage^1 from the previous step
     if (n > n_first) {
-      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
-      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
       cp_async_commit();
     }
     if (n == n_last) {
@@ -192,8 +182,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   }
 
   // Epilogue: finish the row sums across the quad, normalise, write out and lse.
-  __nv_bfloat16* out_head = p.out + (size_t(b) * T * p.Hq + h) * D;
-  float* lse_row = p.lse + (size_t(b) * p.Hq + h) * T;
+  __nv_bfloat16* out_head = p.out + blk.q_off;
+  float* lse_row = p.lse + (size_t(blk.b) * p.Hq + blk.h) * T;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     float inv[2];
@@ -206,7 +196,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
       const int t = w0 + mt * 16 + g + 8 * half;
       if (c == 0 && t < T) lse_row[t] = row_max[mt][half] * p.scale + logf(sum);
     }
-    store_rows<D>(out_head, q_stride, w0 + mt * 16, T, o_acc[mt], inv[0], inv[1], lane);
+    store_rows<D>(out_head, blk.q_stride, w0 + mt * 16, T, o_acc[mt], inv[0], inv[1], lane);
   }
 }
 
@@ -229,20 +219,11 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
   auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int m_block = gridDim.x - 1 - blockIdx.x;  // longest rows first: the causal tail balances
-  const int h = blockIdx.y, b = blockIdx.z, hk = h / p.group;
-  const int T = p.T, m0 = m_block * BM;
-  const size_t q_stride = size_t(p.Hq) * D, kv_stride = size_t(p.Hkv) * D;
-  const __nv_bfloat16* q_head = p.q + (size_t(b) * T * p.Hq + h) * D;
-  const __nv_bfloat16* k_head = p.k + (size_t(b) * T * p.Hkv + hk) * D;
-  const __nv_bfloat16* v_head = p.v + (size_t(b) * T * p.Hkv + hk) * D;
+  const QueryBlock<D, BM, BN> blk(p);
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
 
-  const int q_last = min(m0 + BM - 1, T - 1);
-  const int n_first = int(p.mask.lowest_key(m0)) / BN, n_last = q_last / BN;
-
-  load_tile<BM, D, kThreads>(sQ, q_head, q_stride, m0, T, tid);
-  load_tile<BN, D, kThreads>(sK(0), k_head, kv_stride, n_last * BN, T, tid);
-  load_tile<BN, D, kThreads>(sV(0), v_head, kv_stride, n_last * BN, T, tid);
+  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
+  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
@@ -264,8 +245,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
     fence_proxy_async();
     __syncthreads();  // tile n visible to all; everyone done with stage^1 from the previous step
     if (n > n_first) {
-      load_tile<BN, D, kThreads>(sK(stage ^ 1), k_head, kv_stride, (n - 1) * BN, T, tid);
-      load_tile<BN, D, kThreads>(sV(stage ^ 1), v_head, kv_stride, (n - 1) * BN, T, tid);
+      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
       cp_async_commit();
     }
     const int n0 = n * BN;
@@ -328,8 +308,8 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
   }
 
   // Epilogue: finish the row sums across the quad, normalise, write out and lse.
-  __nv_bfloat16* out_head = p.out + (size_t(b) * T * p.Hq + h) * D;
-  float* lse_row = p.lse + (size_t(b) * p.Hq + h) * T;
+  __nv_bfloat16* out_head = p.out + blk.q_off;
+  float* lse_row = p.lse + (size_t(blk.b) * p.Hq + blk.h) * T;
   float inv[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
@@ -340,7 +320,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
     const int t = w0 + g + 8 * half;
     if (c == 0 && t < T) lse_row[t] = row_max[half] * p.scale + logf(sum);
   }
-  store_rows<D>(out_head, q_stride, w0, T, o_acc, inv[0], inv[1], lane);
+  store_rows<D>(out_head, blk.q_stride, w0, T, o_acc, inv[0], inv[1], lane);
 }
 #endif  // HYLO_WGMMA
 
