@@ -1,6 +1,6 @@
-// Cross-entropy: one block per row. The forward pass keeps a running (max, sum of exp) per thread
-// (online softmax), merges the pairs across the block, and writes lse and loss; the backward pass
-// turns each logit into its gradient in place.
+// Fused cross-entropy: one block per row. The forward half keeps a running (max, sum of exp) per
+// thread (online softmax), merges the pairs across the block, and writes lse and loss; the backward
+// half then turns each logit into its gradient in place.
 #include <cfloat>
 
 #include "kernels/common/common.cuh"
@@ -75,28 +75,6 @@ __device__ void row_backward(nv_bf16* z, int V, int V_valid, int32_t target, flo
 }
 
 template <int VEC>
-__global__ void __launch_bounds__(kThreads) cross_entropy_forward_kernel(int V, int V_valid, const nv_bf16* logits_NV,
-                                                                         const int32_t* targets_N, float* loss_N,
-                                                                         float* lse_N) {
-  int64_t n = blockIdx.x;
-  const nv_bf16* z = logits_NV + n * V;
-  float lse = row_lse<VEC>(z, V, V_valid);
-  if (threadIdx.x == 0) {
-    int32_t target = targets_N[n];
-    lse_N[n] = lse;
-    loss_N[n] = target < 0 ? 0.f : lse - __bfloat162float(z[target]);
-  }
-}
-
-template <int VEC>
-__global__ void __launch_bounds__(kThreads) cross_entropy_backward_kernel(int V, int V_valid, const int32_t* targets_N,
-                                                                          const float* lse_N, float scale,
-                                                                          nv_bf16* logits_NV) {
-  int64_t n = blockIdx.x;
-  row_backward<VEC>(logits_NV + n * V, V, V_valid, targets_N[n], lse_N[n], scale);
-}
-
-template <int VEC>
 __global__ void __launch_bounds__(kThreads) cross_entropy_fused_kernel(int V, int V_valid, nv_bf16* logits_NV,
                                                                        const int32_t* targets_N, float scale,
                                                                        float* loss_N, float* lse_N) {
@@ -122,28 +100,6 @@ void check_shape(const char* op, int N, int V, int V_valid) {
 }
 
 }  // namespace
-
-void cross_entropy_forward(int N, int V, int V_valid, const bf16* logits_NV, const int32_t* targets_N, float* loss_N,
-                           float* lse_N, cudaStream_t stream) {
-  check_shape("cross_entropy_forward", N, V, V_valid);
-  if (N == 0) return;
-  if (vectorizable(V, logits_NV))
-    cross_entropy_forward_kernel<8><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, loss_N, lse_N);
-  else
-    cross_entropy_forward_kernel<1><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, loss_N, lse_N);
-  HYLO_CUDA_LAUNCH_CHECK("cross_entropy_forward_kernel");
-}
-
-void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N, const float* lse_N, float scale,
-                            bf16* logits_NV, cudaStream_t stream) {
-  check_shape("cross_entropy_backward", N, V, V_valid);
-  if (N == 0) return;
-  if (vectorizable(V, logits_NV))
-    cross_entropy_backward_kernel<8><<<N, kThreads, 0, stream>>>(V, V_valid, targets_N, lse_N, scale, as_nv(logits_NV));
-  else
-    cross_entropy_backward_kernel<1><<<N, kThreads, 0, stream>>>(V, V_valid, targets_N, lse_N, scale, as_nv(logits_NV));
-  HYLO_CUDA_LAUNCH_CHECK("cross_entropy_backward_kernel");
-}
 
 void cross_entropy_fused(int N, int V, int V_valid, bf16* logits_NV, const int32_t* targets_N, float scale,
                          float* loss_N, float* lse_N, cudaStream_t stream) {

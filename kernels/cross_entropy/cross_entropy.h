@@ -3,13 +3,12 @@
 // (e.g. 50257; columns >= V_valid are excluded from the softmax and get zero gradient).
 // bf16 logits, int32 targets (-1 = ignored row), fp32 loss/LSE and arithmetic.
 //
-//   cross_entropy_forward : lse_N = logsumexp(logits[n, :V_valid]); loss_N = lse - logits[n, target]
-//                           (loss 0 for ignored rows)
-//   cross_entropy_backward: logits_NV is OVERWRITTEN by dlogits = (softmax - onehot) * scale, in
-//                           place, so no second (N, V) buffer exists; zero for padded columns and
-//                           ignored rows. scale = dloss / number of non-ignored targets for a mean.
-//   cross_entropy_fused   : both in one kernel (one read of the logits from HBM, the second from L2);
-//                           use it when the loss value is not needed before the backward pass.
+//   cross_entropy_fused: forward and backward in one kernel (one read of the logits from HBM, the
+//   second from L2):
+//     lse_N = logsumexp(logits[n, :V_valid]); loss_N = lse - logits[n, target] (0 for ignored rows);
+//     logits_NV is OVERWRITTEN by dlogits = (softmax - onehot) * scale, in place, so no second
+//     (N, V) buffer exists; zero for padded columns and ignored rows. scale = dloss / number of
+//     non-ignored targets for a mean.
 // Targets outside [-1, V_valid) are not checked on the device: the data loader guarantees them.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -21,12 +20,6 @@ struct bf16;
 }
 
 namespace hylo::cuda {
-
-void cross_entropy_forward(int N, int V, int V_valid, const bf16* logits_NV, const int32_t* targets_N, float* loss_N,
-                           float* lse_N, cudaStream_t stream);
-
-void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N, const float* lse_N, float scale,
-                            bf16* logits_NV, cudaStream_t stream);
 
 void cross_entropy_fused(int N, int V, int V_valid, bf16* logits_NV, const int32_t* targets_N, float scale,
                          float* loss_N, float* lse_N, cudaStream_t stream);
