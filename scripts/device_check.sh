@@ -8,14 +8,24 @@
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
 #   profile GPU time per op of one 205m-pbb and one 205m-full step (HYLO_PROFILE=1)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
+#   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml
+#   torch_moe  the PyTorch peer on moe-8e-pbb (16 layers, per-expert loop)
+#   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, 1200 steps, aux 0.01 with
+#           and without the router bias (metrics.jsonl of each; scripts/plot_moe_balance.py)
+#   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
+#
+# Everything but summary.txt goes into $OUT/results.tgz (the device tool returns only a few files).
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
 #                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/
 # Device call: carry [".devbundle", "data/tokens", ".peers"], command: scripts/device_check.sh STAGE...
+# (a cold machine takes ~60 s before the first stage; tests ~20 s, bench ~60 s, torch ~60 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hylo_out}
-mkdir -p "$OUT"
+FINAL_OUT=$OUT
+OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz at the end
+mkdir -p "$FINAL_OUT"
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 hylo=.devbundle/bin/hylo
@@ -51,9 +61,34 @@ for stage in $stages; do
     torch)
       python3 .peers/torch_ref.py train --layers 12 --variants pbb,swa,full \
         --deadline $(($(date +%s) + 420)) 2>&1 | tail -12 | tee -a "$summary" ;;
+    moe)
+      $hylo bench moe --json "$OUT/bench_moe.json" 2>&1 | tail -8 | tee -a "$summary"
+      for cfg in moe-8e-pbb moe-2b-pbb; do
+        $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 --json "$OUT/bench_train_$cfg.json" 2>&1 |
+          tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
+      done ;;
+    torch_moe)
+      python3 .peers/torch_ref.py train --layers 16 --variants moe_pbb \
+        --deadline $(($(date +%s) + 240)) 2>&1 | tail -4 | tee -a "$summary" ;;
+    balance)
+      small="--set model.n_layers=4 --set train.batch_size=8 --set train.seq_len=1024 --set train.steps=1200
+        --set train.warmup_steps=50 --set train.eval_every=0 --set train.checkpoint_every=0 --set train.log_every=1"
+      for run in aux:0 aux_bias:0.001; do
+        name=${run%%:*} rate=${run##*:}
+        # shellcheck disable=SC2086  # $small is a list of flags
+        $hylo train configs/moe-8e-pbb.yaml --run-dir "/tmp/balance_$name" --overwrite $small \
+          --set model.moe.bias_update_rate=$rate 2>&1 | tail -1 | cut -c1-100
+        mkdir -p "$OUT/balance_$name"  # metrics and config only: the final checkpoint is GBs
+        cp "/tmp/balance_$name/metrics.jsonl" "/tmp/balance_$name/config.yaml" "$OUT/balance_$name/"
+      done ;;
+    decode)
+      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
+        --json "$OUT/bench_decode.json" 2>&1 | tail -8 | tee -a "$summary" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
 
+tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
+cp "$summary" "$FINAL_OUT/summary.txt"
 echo "== summary"
 cat "$summary"
