@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cli/cuda/bench_timing.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "kernels/attention/attention.h"
@@ -108,9 +110,9 @@ int64_t visited_pairs(const AttnMask& mask, int T) {
   return pairs;
 }
 
-void cuda_ok(cudaError_t err, const char* what) {
-  HYLO_CHECK(err == cudaSuccess, "bench attention: {}: {}", what, cudaGetErrorString(err));
-}
+constexpr char kBench[] = "bench attention";
+
+void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
 
 template <class T>
 struct DeviceArray {
@@ -125,39 +127,9 @@ struct DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
 };
 
-// Random bf16 normals, the same 1 Mi-value pattern tiled over the buffer from a per-tensor offset.
-void fill_random(bf16* dst, size_t n, const std::vector<bf16>& pattern, size_t offset) {
-  size_t done = 0;
-  while (done < n) {
-    const size_t start = (offset + done) % pattern.size();
-    const size_t count = std::min(n - done, pattern.size() - start);
-    cuda_ok(cudaMemcpy(dst + done, pattern.data() + start, count * sizeof(bf16), cudaMemcpyHostToDevice), "fill");
-    done += count;
-  }
-}
-
-template <class F>
-double median_ms(F&& body, int iters, int warmup, cudaStream_t stream) {
-  for (int i = 0; i < warmup; ++i) body();
-  std::vector<cudaEvent_t> start(iters), stop(iters);
-  for (int i = 0; i < iters; ++i) {
-    cuda_ok(cudaEventCreate(&start[i]), "event");
-    cuda_ok(cudaEventCreate(&stop[i]), "event");
-  }
-  for (int i = 0; i < iters; ++i) {
-    cuda_ok(cudaEventRecord(start[i], stream), "event record");
-    body();
-    cuda_ok(cudaEventRecord(stop[i], stream), "event record");
-  }
-  cuda_ok(cudaStreamSynchronize(stream), "synchronize");
-  std::vector<float> ms(iters);
-  for (int i = 0; i < iters; ++i) {
-    cuda_ok(cudaEventElapsedTime(&ms[i], start[i], stop[i]), "elapsed time");
-    cudaEventDestroy(start[i]);
-    cudaEventDestroy(stop[i]);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[iters / 2];
+// Median ms of body() on `stream` (CUDA events, warm-up first).
+double median_ms(const std::function<void()>& body, int iters, int warmup, cudaStream_t stream) {
+  return bench::median_gpu_ms([&](int) { body(); }, iters, warmup, stream, kBench);
 }
 
 struct BenchRow {
@@ -177,10 +149,11 @@ BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T
       dk(nkv, "dk"), dv(nkv, "dv");
   DeviceArray<float> lse(size_t(o.B) * o.H * T, "lse");
   DeviceArray<unsigned char> work(cuda::attention_backward_workspace_bytes(sh), "workspace");
-  fill_random(q.ptr, nq, pattern, 0);
-  fill_random(k.ptr, nkv, pattern, 333331);
-  fill_random(v.ptr, nkv, pattern, 666667);
-  fill_random(dout.ptr, nq, pattern, 123457);
+  // Random bf16 normals, the same 1 Mi-value pattern tiled over each buffer from a per-tensor offset.
+  bench::fill_bf16(q.ptr, nq, pattern, 0, stream, kBench);
+  bench::fill_bf16(k.ptr, nkv, pattern, 333331, stream, kBench);
+  bench::fill_bf16(v.ptr, nkv, pattern, 666667, stream, kBench);
+  bench::fill_bf16(dout.ptr, nq, pattern, 123457, stream, kBench);
 
   auto forward = [&] { cuda::attention_forward(sh, mask, q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, stream); };
   auto backward = [&] {

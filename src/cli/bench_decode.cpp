@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cli/cuda/bench_timing.h"
 #include "core/dtype.h"
 #include "core/rng.h"
 #include "kernels/decode/decode.h"
@@ -77,9 +79,9 @@ DecodeOptions parse_options(const std::vector<std::string>& args) {
 
 #if HYLO_WITH_CUDA
 
-void cuda_ok(cudaError_t err, const char* what) {
-  HYLO_CHECK(err == cudaSuccess, "bench decode: {}: {}", what, cudaGetErrorString(err));
-}
+constexpr char kBench[] = "bench decode";
+
+void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
 
 template <class T>
 struct DeviceArray {
@@ -100,16 +102,11 @@ struct CacheCopies {
   int copies;
   size_t elems;  // per tensor per copy
   DeviceArray<bf16> k, v;
-  CacheCopies(const DecodeShape& s, int n, const std::vector<bf16>& pattern)
+  CacheCopies(const DecodeShape& s, int n, const std::vector<bf16>& pattern, cudaStream_t stream)
       : shape(s), copies(n), elems(size_t(s.B) * s.Hkv * s.slots * s.D), k(elems * n, "k cache"),
         v(elems * n, "v cache") {
     for (bf16* dst : {k.ptr, v.ptr}) {
-      for (size_t done = 0; done < elems;) {  // copy 0 from the host pattern, tiled
-        const size_t start = (done + (dst == v.ptr ? 333331 : 0)) % pattern.size();
-        const size_t count = std::min(elems - done, pattern.size() - start);
-        cuda_ok(cudaMemcpy(dst + done, pattern.data() + start, count * sizeof(bf16), cudaMemcpyHostToDevice), "fill");
-        done += count;
-      }
+      bench::fill_bf16(dst, elems, pattern, dst == v.ptr ? 333331 : 0, stream, kBench);  // copy 0, tiled
       for (int i = 1; i < n; ++i)
         cuda_ok(cudaMemcpy(dst + i * elems, dst, elems * sizeof(bf16), cudaMemcpyDeviceToDevice), "fill copies");
     }
@@ -124,39 +121,13 @@ int rotation_copies(size_t min_live_bytes, size_t l2_bytes) {
   return int(std::clamp<size_t>((4 * l2_bytes + min_live_bytes - 1) / std::max<size_t>(min_live_bytes, 1), 1, 256));
 }
 
-struct Timer {
-  std::vector<cudaEvent_t> start, stop;
-  explicit Timer(int n) : start(n), stop(n) {
-    for (int i = 0; i < n; ++i) {
-      cuda_ok(cudaEventCreate(&start[i]), "event");
-      cuda_ok(cudaEventCreate(&stop[i]), "event");
-    }
-  }
-  ~Timer() {
-    for (size_t i = 0; i < start.size(); ++i) {
-      cudaEventDestroy(start[i]);
-      cudaEventDestroy(stop[i]);
-    }
-  }
-  // Median µs of launch(i), i = 0, 1, ... (the rotation index), after `warmup` untimed calls. The
-  // stream is held for a while first so that all timed launches are queued before the GPU reaches
-  // them: small steps are otherwise timed at the host's launch rate.
-  template <class F>
-  double median_us(F&& launch, int iters, int warmup, cudaStream_t stream) {
-    for (int i = 0; i < warmup; ++i) launch(iters + i);
-    cuda::stream_delay(stream, 50 + 25 * iters);
-    for (int i = 0; i < iters; ++i) {
-      cuda_ok(cudaEventRecord(start[i], stream), "event record");
-      launch(i);
-      cuda_ok(cudaEventRecord(stop[i], stream), "event record");
-    }
-    cuda_ok(cudaStreamSynchronize(stream), "synchronize");
-    std::vector<float> ms(iters);
-    for (int i = 0; i < iters; ++i) cuda_ok(cudaEventElapsedTime(&ms[i], start[i], stop[i]), "elapsed time");
-    std::sort(ms.begin(), ms.end());
-    return 1e3 * ms[size_t(iters) / 2];
-  }
-};
+// Median µs of launch(i), i = 0, 1, ... (the rotation index), after `warmup` untimed calls. The
+// stream is held for a while first so that all timed launches are queued before the GPU reaches
+// them: small steps are otherwise timed at the host's launch rate.
+double median_us(const std::function<void(int)>& launch, int iters, int warmup, cudaStream_t stream) {
+  return 1e3 * bench::median_gpu_ms(launch, iters, warmup, stream, kBench,
+                                    [&] { cuda::stream_delay(stream, 50 + 25 * iters); });
+}
 
 struct DecodeRow {
   int batch = 0, hd = 0;
@@ -170,16 +141,16 @@ struct DecodeRow {
 };
 
 DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf16>& pattern, size_t l2_bytes,
-                    Timer& timer, cudaStream_t stream) {
+                    cudaStream_t stream) {
   const int b = o.block, w = o.bridge, W = o.window;
   const DecodeShape pbb_sh{B, o.H, o.Hkv, hd, b}, ring_sh{B, o.H, o.Hkv, hd, W}, lin_sh{B, o.H, o.Hkv, hd, 2 * W};
   const size_t row_bytes = size_t(B) * o.Hkv * hd * 2 * 2;  // one key position: k and v, every sequence and head
-  CacheCopies pbb(pbb_sh, rotation_copies(row_bytes * std::min(w, b), l2_bytes), pattern);
-  CacheCopies ring(ring_sh, rotation_copies(row_bytes * W, l2_bytes), pattern);
-  CacheCopies lin(lin_sh, rotation_copies(row_bytes * W, l2_bytes), pattern);
+  CacheCopies pbb(pbb_sh, rotation_copies(row_bytes * std::min(w, b), l2_bytes), pattern, stream);
+  CacheCopies ring(ring_sh, rotation_copies(row_bytes * W, l2_bytes), pattern, stream);
+  CacheCopies lin(lin_sh, rotation_copies(row_bytes * W, l2_bytes), pattern, stream);
   const size_t nq = size_t(B) * o.H * hd;
   DeviceArray<bf16> q(nq, "q"), out(nq, "out");
-  cuda_ok(cudaMemcpy(q.ptr, pattern.data(), nq * sizeof(bf16), cudaMemcpyHostToDevice), "fill q");
+  bench::fill_bf16(q.ptr, nq, pattern, 0, stream, kBench);
   const size_t work_bytes =
       std::max({cuda::decode_workspace_bytes(pbb_sh, b), cuda::decode_workspace_bytes(ring_sh, W),
                 cuda::decode_workspace_bytes(lin_sh, W)});
@@ -203,7 +174,7 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
   row.pbb_us_bins.assign(16, 0.0);
   for (int r = 0; r < b; ++r) {
     const LiveSlots live = pbb_live_slots(int64_t(b) + r, b, w);
-    const double us = timer.median_us([&](int i) { run(pbb, live, i); }, o.iters, o.warmup, stream);
+    const double us = median_us([&](int i) { run(pbb, live, i); }, o.iters, o.warmup, stream);
     sum_us += us;
     sum_keys += live.keys();
     row.pbb_us_min = std::min(row.pbb_us_min, us);
@@ -221,7 +192,7 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
   double ring_us = 0;
   for (int i = 0; i < 8; ++i) {
     const LiveSlots live = ring_live_slots(int64_t(W) + int64_t(W) * i / 8, W);
-    ring_us += timer.median_us([&](int i) { run(ring, live, i); }, o.iters, o.warmup, stream) / 8;
+    ring_us += median_us([&](int i) { run(ring, live, i); }, o.iters, o.warmup, stream) / 8;
   }
   row.swa_us = ring_us;
   row.swa_gbps = row_bytes * W / (row.swa_us * 1e-6) / 1e9;
@@ -233,24 +204,24 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
   for (int i = 0; i < 8; ++i) {
     const int lo = W * i / 7;
     const LiveSlots live{{}, {lo, lo + W}};
-    lin_us += timer.median_us([&](int i) { run(lin, live, i); }, o.iters, o.warmup, stream) / 8;
+    lin_us += median_us([&](int i) { run(lin, live, i); }, o.iters, o.warmup, stream) / 8;
   }
   row.lin_core_us = lin_us;
   row.lin_core_gbps = row_bytes * W / (row.lin_core_us * 1e-6) / 1e9;
   const int period = KvSlotMap::swa_linear(W).compaction_period();
   if (W > 1)
-    row.lin_move_us = timer.median_us(
+    row.lin_move_us = median_us(
         [&](int i) { cuda::kv_cache_move(lin_sh, W + 1, 0, W - 1, lin.k_at(i), lin.v_at(i), stream); }, o.iters,
         o.warmup, stream);
   row.lin_us = row.lin_core_us + row.lin_move_us / period;
   return row;
 }
 
-double copy_rate_tbps(cudaStream_t stream, Timer& timer) {
+double copy_rate_tbps(cudaStream_t stream) {
   const size_t bytes = size_t(1) << 30;
   DeviceArray<unsigned char> a(bytes, "copy src"), b(bytes, "copy dst");
   cuda_ok(cudaMemset(a.ptr, 1, bytes), "memset");
-  const double us = timer.median_us(
+  const double us = median_us(
       [&](int) { cuda_ok(cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, stream), "copy"); }, 5, 2,
       stream);
   return 2.0 * bytes / (us * 1e-6) / 1e12;
@@ -308,8 +279,7 @@ int run_bench_decode(const std::vector<std::string>& args) {
   for (auto& x : pattern) x = float_to_bf16(float(rng.normal()));
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreate(&stream), "stream");
-  Timer timer(std::max(o.iters, 5));
-  const double copy_tbps = copy_rate_tbps(stream, timer);
+  const double copy_tbps = copy_rate_tbps(stream);
 
   std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
               "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
@@ -320,7 +290,7 @@ int run_bench_decode(const std::vector<std::string>& args) {
   std::vector<DecodeRow> rows;
   for (int B : o.batches)
     for (int hd : o.hds) {
-      const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), timer, stream);
+      const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), stream);
       auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
       std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8s %8s %8s | %8.0f %8.0f | %4.0f%% %4.0f%%\n",
                   r.batch, r.hd, r.pbb_us, r.swa_us, r.lin_us, r.batch / (r.pbb_us * 1e-6),

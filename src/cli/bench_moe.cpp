@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,7 @@
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "cli/cuda/bench_timing.h"
 #include "core/cuda/tensor_kernels.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -84,45 +86,20 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
 
 #if HYLO_WITH_CUDA
 
-void cuda_ok(cudaError_t err, const char* what) {
-  HYLO_CHECK(err == cudaSuccess, "bench moe: {}: {}", what, cudaGetErrorString(err));
-}
+constexpr char kBench[] = "bench moe";
 
-// Random bf16 normals (never zeros): one 1 Mi-value pattern tiled over the buffer.
-Tensor random_bf16(const Shape& shape, const Tensor& pattern, const char* what) {
+void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
+
+// Random bf16 normals (never zeros): one 1 Mi-value host pattern tiled over the buffer.
+Tensor random_bf16(const Shape& shape, const std::vector<bf16>& pattern, const char* what) {
   Tensor t = Tensor::empty(shape, DType::bf16, Device::cuda, what);
-  const size_t n = size_t(t.numel()), chunk = size_t(pattern.numel()), bytes = 2;
-  for (size_t done = 0; done < n; done += chunk)
-    cuda_ok(cudaMemcpyAsync(static_cast<char*>(t.raw()) + done * bytes, pattern.raw(), std::min(chunk, n - done) * bytes,
-                            cudaMemcpyDeviceToDevice, cuda::stream()),
-            "fill");
+  bench::fill_bf16(t.data<bf16>(), size_t(t.numel()), pattern, 0, cuda::stream(), kBench);
   return t;
 }
 
-template <class F>
-double median_ms(F&& body, int iters, int warmup) {
-  cudaStream_t stream = cuda::stream();
-  for (int i = 0; i < warmup; ++i) body();
-  const size_t n = static_cast<size_t>(iters);
-  std::vector<cudaEvent_t> start(n), stop(n);
-  for (size_t i = 0; i < n; ++i) {
-    cuda_ok(cudaEventCreate(&start[i]), "event");
-    cuda_ok(cudaEventCreate(&stop[i]), "event");
-  }
-  for (size_t i = 0; i < n; ++i) {
-    cuda_ok(cudaEventRecord(start[i], stream), "event record");
-    body();
-    cuda_ok(cudaEventRecord(stop[i], stream), "event record");
-  }
-  cuda_ok(cudaStreamSynchronize(stream), "synchronize");
-  std::vector<float> ms(n);
-  for (size_t i = 0; i < n; ++i) {
-    cuda_ok(cudaEventElapsedTime(&ms[i], start[i], stop[i]), "elapsed time");
-    cudaEventDestroy(start[i]);
-    cudaEventDestroy(stop[i]);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[n / 2];
+// Median ms of body() on hylo's stream (CUDA events, warm-up first).
+double median_ms(const std::function<void()>& body, int iters, int warmup) {
+  return bench::median_gpu_ms([&](int) { body(); }, iters, warmup, cuda::stream(), kBench);
 }
 
 struct BenchRow {
@@ -150,7 +127,7 @@ std::vector<int32_t> random_offsets(int N, int E, int K) {
   return offsets;
 }
 
-std::vector<BenchRow> bench_shape(const BenchOptions& o, const MoeShape& s, const Tensor& pattern) {
+std::vector<BenchRow> bench_shape(const BenchOptions& o, const MoeShape& s, const std::vector<bf16>& pattern) {
   const int D = s.D, E = s.E, F = s.F;
   const std::vector<int32_t> offsets = random_offsets(o.tokens, E, s.K);
   const int A = offsets.back();
@@ -260,10 +237,9 @@ int run_bench_moe(const std::vector<std::string>& args) {
   cuda_ok(cudaGetDevice(&device), "no CUDA device");
   cudaDeviceProp prop{};
   cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
-  std::vector<float> values(size_t(1) << 20);
+  std::vector<bf16> pattern(size_t(1) << 20);
   Rng rng{20261130, 7, 0};
-  for (float& x : values) x = float(rng.normal());
-  const Tensor pattern = Tensor::from_vector(values, {int64_t(values.size())}).to(DType::bf16).to(Device::cuda);
+  for (bf16& x : pattern) x = float_to_bf16(float(rng.normal()));
 
   std::printf("moe grouped-GEMM bench on %s: %d tokens, expert SwiGLU GEMMs (fwd 2, bwd 4 products), median of %d\n",
               prop.name, o.tokens, o.iters);

@@ -1,0 +1,70 @@
+#include "cli/cuda/bench_timing.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace hylo::bench {
+
+void cuda_ok(cudaError_t err, const char* bench, const char* what) {
+  HYLO_CHECK(err == cudaSuccess, "{}: {}: {}", bench, what, cudaGetErrorString(err));
+}
+
+namespace {
+
+// iters start/stop pairs, destroyed on every exit.
+struct EventPairs {
+  std::vector<cudaEvent_t> start, stop;
+  EventPairs(int n, const char* bench) {
+    start.reserve(size_t(n));
+    stop.reserve(size_t(n));
+    for (int i = 0; i < n; ++i) {
+      cudaEvent_t a = nullptr, b = nullptr;
+      cuda_ok(cudaEventCreate(&a), bench, "event");
+      start.push_back(a);
+      cuda_ok(cudaEventCreate(&b), bench, "event");
+      stop.push_back(b);
+    }
+  }
+  ~EventPairs() {
+    for (cudaEvent_t e : start) cudaEventDestroy(e);
+    for (cudaEvent_t e : stop) cudaEventDestroy(e);
+  }
+  EventPairs(const EventPairs&) = delete;
+  EventPairs& operator=(const EventPairs&) = delete;
+};
+
+}  // namespace
+
+double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup, cudaStream_t stream,
+                     const char* bench, const std::function<void()>& before_timed) {
+  HYLO_CHECK(iters > 0, "{}: timing needs iters > 0, got {}", bench, iters);
+  for (int i = 0; i < warmup; ++i) body(iters + i);
+  EventPairs events(iters, bench);
+  if (before_timed) before_timed();
+  for (int i = 0; i < iters; ++i) {
+    cuda_ok(cudaEventRecord(events.start[size_t(i)], stream), bench, "event record");
+    body(i);
+    cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
+  }
+  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
+  std::vector<float> ms(static_cast<size_t>(iters));
+  for (size_t i = 0; i < ms.size(); ++i)
+    cuda_ok(cudaEventElapsedTime(&ms[i], events.start[i], events.stop[i]), bench, "elapsed time");
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+void fill_bf16(bf16* dst, size_t n, const std::vector<bf16>& pattern, size_t offset, cudaStream_t stream,
+               const char* bench) {
+  for (size_t done = 0; done < n;) {
+    const size_t start = (offset + done) % pattern.size();
+    const size_t count = std::min(n - done, pattern.size() - start);
+    cuda_ok(cudaMemcpyAsync(dst + done, pattern.data() + start, count * sizeof(bf16), cudaMemcpyHostToDevice, stream),
+            bench, "fill");
+    done += count;
+  }
+  cuda_ok(cudaStreamSynchronize(stream), bench, "fill");
+}
+
+}  // namespace hylo::bench
