@@ -138,7 +138,7 @@ TEST_CASE("decode through every KV cache kind matches training attention (fp64)"
 
 TEST_CASE("decode through every KV cache kind matches training attention (fp32)") { check_all<float>(2e-5); }
 
-TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry; SWA caches W and 2W") {
+TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry, SWA caches W and 2W") {
   const int B = 2, Hkv = 2, D = 4, block = 8, bridge = 3, window = 8;
   FlashPbbCache pbb(B, Hkv, D, block, bridge);
   SwaRingCache ring(B, Hkv, D, window);

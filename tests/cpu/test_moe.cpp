@@ -371,7 +371,7 @@ TEST_CASE("a tiny MoE transformer overfits one batch") {
   CHECK(loss < 0.1);
 }
 
-TEST_CASE("router bias update moves a skewed load toward balance; evaluation and rate 0 leave it alone") {
+TEST_CASE("router bias update moves a skewed load toward balance, evaluation and rate 0 leave it alone") {
   ModelConfig c;
   c.d_model = 8;
   c.n_layers = 1;

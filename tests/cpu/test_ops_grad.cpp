@@ -141,7 +141,7 @@ TEST_CASE("gemm: the backward products (dA, dB via gemm) match finite difference
     }
 }
 
-TEST_CASE("embedding: forward gathers; backward accumulates per id and matches finite differences") {
+TEST_CASE("embedding: forward gathers, backward accumulates per id and matches finite differences") {
   const int N = 7, V = 11, D = 13;
   std::vector<int32_t> ids = {3, 0, 10, 3, 7, 3, 0};  // repeats: their gradients must add up
   Vec table = randn(V * D, 30), G = randn(N * D, 31);
@@ -165,7 +165,7 @@ TEST_CASE("embedding: forward gathers; backward accumulates per id and matches f
   CHECK_THROWS_AS(cpu::embedding_forward<double>(2, V, D, bad.data(), table.data(), out.data()), hylo::Error);
 }
 
-TEST_CASE("rmsnorm: backward matches finite differences; dx overwritten, dw accumulated") {
+TEST_CASE("rmsnorm: backward matches finite differences, dx overwritten, dw accumulated") {
   const int N = 7, D = 13;
   const double eps = 1e-5;
   Vec x = randn(N * D, 40), w = randn(D, 41), G = randn(N * D, 42), y(N * D), rstd(N);
@@ -258,7 +258,7 @@ TEST_CASE("swiglu: forward formula and backward by finite differences") {
   CHECK(rel_error(in_place, dab) == 0.0);
 }
 
-TEST_CASE("cross_entropy: padded vocabulary and ignored rows; backward by finite differences") {
+TEST_CASE("cross_entropy: padded vocabulary and ignored rows, backward by finite differences") {
   const int N = 7, V = 11, V_valid = 9;
   std::vector<int32_t> targets = {0, 8, -1, 4, 4, -1, 2};
   Vec logits = randn(N * V, 70, 2.0);
