@@ -79,7 +79,11 @@ void dense_forward(const AttnShape& sh, const AttnMask& m, const std::vector<dou
 double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
   REQUIRE(a.size() == b.size());
   double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::abs(a[i] - b[i]);
+    if (!std::isfinite(d)) return INFINITY;  // max() would skip a NaN
+    m = std::max(m, d);
+  }
   return m;
 }
 
