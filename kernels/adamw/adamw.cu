@@ -51,9 +51,8 @@ __device__ __forceinline__ void load_grad4(const nv_bf16* g, int64_t i, float ou
   out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
 }
 
-// Explicit _rn operations: no fused multiply-adds, so the result matches the CPU reference's
-// plain fp32 arithmetic (up to the compiler's treatment of the host side). Full groups of four
-// move as 16-byte vectors (allocations are 512-byte aligned and base is a multiple of 4).
+// Full groups of four move as 16-byte vectors (allocations are 512-byte aligned and base is a
+// multiple of 4); the arithmetic is adamw_element's.
 template <class G>
 __global__ void adamw_kernel(int64_t n, float* p, float* m, float* v, const G* grad, nv_bf16* p_bf16,
                              Coefficients c) {

@@ -7,7 +7,8 @@
 //   3. dq:   one block per (query tile, head, batch), the forward's structure: recompute P from the
 //      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
-// bit-reproducible result (SPEC §3) without a T x T workspace.
+// bit-reproducible result (SPEC §3) without a T x T workspace. In sm_90a builds head dim 64 runs
+// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries).
 //
 // Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
 #include <cuda_bf16.h>
@@ -303,8 +304,8 @@ constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes + 4 * kWgRows * 4;
 __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
   constexpr int D = 64, BN = kWgRows, BM = kWgRows, kThreads = kWgThreads;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem;
-  const uint32_t base = align_smem_1024(smem_raw, smem);
+  unsigned char* smem = align_smem_1024(smem_raw);
+  const uint32_t base = smem_u32(smem);
   // Layout: K, V; per stage Q, dO; then per stage lse, D_i (BM floats each).
   const uint32_t sK = base, sV = base + kWgTileBytes;
   auto sQ = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
@@ -560,8 +561,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
   constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem;
-  const uint32_t base = align_smem_1024(smem_raw, smem);
+  const uint32_t base = smem_u32(align_smem_1024(smem_raw));
   // Layout: Q, dO; then per stage K, V.
   const uint32_t sQ = base, sdO = base + kWgTileBytes;
   auto sK = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
@@ -643,46 +643,41 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
 }
 #endif  // HYLO_WGMMA
 
-template <class Kernel>
-void reserve_smem(Kernel kernel, int bytes, const char* what) {
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
-}
-
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   {
     constexpr int kThreads = 256, kRowsPerBlock = kThreads / (D / 8);
     const long long rows = (long long)p.B * p.T * p.Hq;
     attention_bwd_dot_kernel<D><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(p);
-    check_launch("attention_backward (D_i)");
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dot_kernel");
   }
 #if HYLO_WGMMA
   if constexpr (D == 64) {
-    reserve_smem(attention_bwd_dkdv_wgmma_kernel, kWgBwdSmem, "attention_backward (dK, dV)");
+    reserve_smem<attention_bwd_dkdv_wgmma_kernel>(kWgBwdSmem);
     attention_bwd_dkdv_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
-    check_launch("attention_backward (dK, dV)");
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
   } else
 #endif
   {
     using Tr = DkvTraits<D>;
     constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
-    reserve_smem(attention_bwd_dkdv_kernel<D>, kSmem, "attention_backward (dK, dV)");
+    reserve_smem<attention_bwd_dkdv_kernel<D>>(kSmem);
     attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
-    check_launch("attention_backward (dK, dV)");
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
   }
 #if HYLO_WGMMA
   if constexpr (D == 64) {
-    reserve_smem(attention_bwd_dq_wgmma_kernel, kWgBwdSmem, "attention_backward (dQ)");
+    reserve_smem<attention_bwd_dq_wgmma_kernel>(kWgBwdSmem);
     attention_bwd_dq_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
-    check_launch("attention_backward (dQ)");
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   } else
 #endif
   {
     using Tr = DqTraits<D>;
     constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2;
-    reserve_smem(attention_bwd_dq_kernel<D>, kSmem, "attention_backward (dQ)");
+    reserve_smem<attention_bwd_dq_kernel<D>>(kSmem);
     attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
-    check_launch("attention_backward (dQ)");
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   }
 }
 
@@ -698,10 +693,10 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
                         const bf16* v, const bf16* out, const float* lse, const bf16* dout, bf16* dq,
                         bf16* dk, bf16* dv, void* workspace, cudaStream_t stream) {
   check_attention_args(shape, mask);
-  ATTN_CHECK(attention_supports_head_dim(shape.D),
-             "attention_backward (CUDA): head dim " + std::to_string(shape.D) + " unsupported (64 or 128)");
-  ATTN_CHECK(workspace != nullptr, "attention_backward (CUDA): needs a workspace of " +
-                                       std::to_string(attention_backward_workspace_bytes(shape)) + " bytes");
+  HYLO_CUDA_REQUIRE(attention_supports_head_dim(shape.D),
+                    "attention_backward (CUDA): head dim %d unsupported (64 or 128)", shape.D);
+  HYLO_CUDA_REQUIRE(workspace != nullptr, "attention_backward (CUDA): needs a workspace of %zu bytes",
+                    attention_backward_workspace_bytes(shape));
   attn::BwdParams p;
   p.q = reinterpret_cast<const __nv_bfloat16*>(q);
   p.k = reinterpret_cast<const __nv_bfloat16*>(k);
@@ -720,7 +715,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.group = shape.Hq / shape.Hkv;
   p.mask = mask;
   p.scale = 1.f / std::sqrt(float(shape.D));
-  p.scale_log2 = p.scale * attn::kLog2e;
+  p.scale_log2 = p.scale * kLog2e;
   if (shape.D == 64)
     attn::launch_backward<64>(p, stream);
   else

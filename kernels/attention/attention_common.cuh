@@ -14,8 +14,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <string>
 
+#include "kernels/common/common.cuh"
 #include "ops/cpu/attention.h"
 
 namespace hylo::cuda::attn {
@@ -27,8 +27,6 @@ template <int W, int MT, int BN, int MinBlocks>
 struct QueryTiling {
   static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
 };
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 // ---- tensor-core and data-movement primitives --------------------------------------------------
 
@@ -195,18 +193,15 @@ struct QueryBlock {
 
 // ---- host side ---------------------------------------------------------------------------------
 
-// Host-side checks throw hylo::Error through attention_fail (no fmt in nvcc-compiled code).
-#define ATTN_CHECK(cond, message)                                                 \
-  do {                                                                            \
-    if (!(cond)) [[unlikely]]                                                     \
-      ::hylo::attention_fail(std::string(message), __FILE__, __LINE__);          \
-  } while (0)
-
-inline void check_cuda(cudaError_t err, const char* what) {
-  ATTN_CHECK(err == cudaSuccess, std::string(what) + ": " + cudaGetErrorString(err));
+// Raises Kernel's dynamic shared-memory limit to `bytes` on its first launch; the attribute stays
+// set for the process (hylo drives one GPU per process), so later launches skip the call.
+template <auto Kernel>
+void reserve_smem(int bytes) {
+  static const bool reserved = [bytes] {
+    HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)reserved;
 }
-inline void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
-
-inline int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
 }  // namespace hylo::cuda::attn

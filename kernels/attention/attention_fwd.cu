@@ -4,6 +4,8 @@
 // two-stage cp.async pipeline in swizzled shared memory. Tile skipping: a query tile visits only
 // key tiles in [lowest_key(first query), last query]; the mask is evaluated only on tiles where
 // some of the warp's pairs are disallowed, and a warp skips the math of a tile where none is allowed.
+// In sm_90a builds head dim 64 runs attention_fwd_wgmma_kernel instead (one warpgroup per 64 rows,
+// wgmma products; see its comment); the traits below then serve head dim 128 only.
 //
 // Legend: BM query rows per block, BN keys per tile, D head dim; q_BTHD etc. as in attention.h.
 #include <cuda_bf16.h>
@@ -211,8 +213,7 @@ constexpr int kWgFwdSmem = 1024 /* alignment slack */ + 5 * kWgTileBytes;
 __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(const FwdParams p) {
   constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem;
-  const uint32_t base = align_smem_1024(smem_raw, smem);
+  const uint32_t base = smem_u32(align_smem_1024(smem_raw));
   // Layout: Q, then K stage 0, V stage 0, K stage 1, V stage 1.
   const uint32_t sQ = base;
   auto sK = [&](int stage) { return base + (1 + 2 * stage) * kWgTileBytes; };
@@ -328,23 +329,18 @@ template <int D>
 void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
 #if HYLO_WGMMA
   if constexpr (D == 64) {
-    check_cuda(cudaFuncSetAttribute(attention_fwd_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kWgFwdSmem),
-               "attention_forward: reserving shared memory");
+    reserve_smem<attention_fwd_wgmma_kernel>(kWgFwdSmem);
     attention_fwd_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kWgFwdSmem, stream>>>(p);
-    check_launch("attention_forward");
+    HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
   } else
 #endif
   {
     using Tr = FwdTraits<D>;
     constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
     constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
-    auto kernel = attention_fwd_kernel<D>;
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
-               "attention_forward: reserving shared memory");
-    dim3 grid(ceil_div(p.T, BM), p.Hq, B);
-    kernel<<<grid, kThreads, kSmem, stream>>>(p);
-    check_launch("attention_forward");
+    reserve_smem<attention_fwd_kernel<D>>(kSmem);
+    attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, B), kThreads, kSmem, stream>>>(p);
+    HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
   }
 }
 
@@ -356,8 +352,8 @@ bool attention_supports_head_dim(int D) { return D == 64 || D == 128; }
 void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16* q, const bf16* k,
                        const bf16* v, bf16* out, float* lse, cudaStream_t stream) {
   check_attention_args(shape, mask);
-  ATTN_CHECK(attention_supports_head_dim(shape.D),
-             "attention_forward (CUDA): head dim " + std::to_string(shape.D) + " unsupported (64 or 128)");
+  HYLO_CUDA_REQUIRE(attention_supports_head_dim(shape.D), "attention_forward (CUDA): head dim %d unsupported (64 or 128)",
+                    shape.D);
   attn::FwdParams p;
   p.q = reinterpret_cast<const __nv_bfloat16*>(q);
   p.k = reinterpret_cast<const __nv_bfloat16*>(k);
@@ -370,7 +366,7 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   p.group = shape.Hq / shape.Hkv;
   p.mask = mask;
   p.scale = 1.f / std::sqrt(float(shape.D));
-  p.scale_log2 = p.scale * attn::kLog2e;
+  p.scale_log2 = p.scale * kLog2e;
   if (shape.D == 64)
     attn::launch_forward<64>(p, shape.B, stream);
   else

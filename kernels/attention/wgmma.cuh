@@ -23,12 +23,10 @@ namespace hylo::cuda::attn {
 constexpr int kWgThreads = 128, kWgRows = 64, kWgTileBytes = kWgRows * 64 * 2;
 
 // The dynamic shared memory base rounded up to the 1024-byte swizzle atom (the launch reserves
-// 1024 bytes of slack); returns the shared address and sets `generic` to the same byte.
-__device__ __forceinline__ uint32_t align_smem_1024(unsigned char* raw, unsigned char*& generic) {
+// 1024 bytes of slack).
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
-  const uint32_t base = (raw_addr + 1023) & ~1023u;
-  generic = raw + (base - raw_addr);
-  return base;
+  return raw + (((raw_addr + 1023) & ~1023u) - raw_addr);
 }
 
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading

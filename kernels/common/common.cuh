@@ -27,6 +27,9 @@ __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + 
 // True when every pointer is 16-byte aligned, so 8 bf16 (or 4 floats) move in one access.
 __host__ __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// log2(e): softmax kernels work in base 2 (one MUFU ex2 per exponential).
+constexpr float kLog2e = 1.4426950408889634f;
+
 // Eight bf16 in one 16-byte register group: the unit of every vectorised bf16 kernel.
 struct alignas(16) Pack8 {
   nv_bf16 v[8];

@@ -22,7 +22,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/cuda/check.h"
+#include "kernels/common/common.cuh"
 #include "kernels/decode/decode.h"
 
 namespace hylo::cuda {
@@ -44,7 +44,6 @@ constexpr int kThreads = 128;
 template <int D> constexpr int kKeysPerGroup = D == 64 ? HYLO_DECODE_KEYS64 : HYLO_DECODE_KEYS128;
 constexpr int kMaxSplits = 32;
 constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about this many blocks per SM
-constexpr float kLog2e = 1.4426950408889634f;
 
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
@@ -266,11 +265,31 @@ int heads_per_block(int group) {
 
 int keys_per_step(int D) { return (kThreads / (D / 8)) * (D == 64 ? kKeysPerGroup<64> : kKeysPerGroup<128>); }
 
+// Read once: the split choice asks for it at every decode step (hylo drives one GPU per process).
 int sm_count() {
-  int device = 0, sms = 0;
-  HYLO_CUDA_CHECK(cudaGetDevice(&device));
-  HYLO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  static const int sms = [] {
+    int device = 0, count = 0;
+    HYLO_CUDA_CHECK(cudaGetDevice(&device));
+    HYLO_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
   return sms;
+}
+
+// Splits asked for before empty ones are dropped: about kBlocksPerSm blocks per SM, at least one
+// block iteration of keys per split. Non-decreasing in keys, so it bounds the workspace.
+int requested_splits(const DecodeShape& shape, int keys) {
+  if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0 || keys <= 0) return 1;
+  const int group = shape.Hq / shape.Hkv;
+  const int64_t blocks = int64_t(shape.B) * shape.Hkv * (group / heads_per_block(group));
+  const int64_t splits = std::min<int64_t>(
+      {int64_t(sm_count()) * kBlocksPerSm / std::max<int64_t>(blocks, 1), keys / keys_per_step(shape.D), kMaxSplits});
+  return int(std::max<int64_t>(splits, 1));
+}
+
+// Workspace of `splits` partials per (batch, query head): D sums plus (max, sum), fp32.
+size_t partials_bytes(const DecodeShape& shape, int splits) {
+  return size_t(shape.B) * shape.Hq * splits * (size_t(shape.D) + 2) * sizeof(float);
 }
 
 // Keys per split for `splits` requested splits, and the splits that then remain non-empty.
@@ -285,8 +304,6 @@ void check_cache_shape(const DecodeShape& s) {
                     "kv cache: need positive sizes and D %% 8 == 0, got B=%d Hkv=%d slots=%d D=%d", s.B, s.Hkv,
                     s.slots, s.D);
 }
-
-bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0; }
 
 template <int D, int GT>
 void launch(const Params& p, dim3 grid, cudaStream_t stream) {
@@ -332,21 +349,6 @@ using namespace decode;
 
 bool decode_supports_head_dim(int D) { return D == 64 || D == 128; }
 
-namespace decode {
-namespace {
-// Splits asked for before empty ones are dropped: about kBlocksPerSm blocks per SM, at least one
-// block iteration of keys per split. Non-decreasing in keys, so it bounds the workspace.
-int requested_splits(const DecodeShape& shape, int keys) {
-  if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0 || keys <= 0) return 1;
-  const int group = shape.Hq / shape.Hkv;
-  const int64_t blocks = int64_t(shape.B) * shape.Hkv * (group / heads_per_block(group));
-  const int64_t splits = std::min<int64_t>(
-      {int64_t(sm_count()) * kBlocksPerSm / std::max<int64_t>(blocks, 1), keys / keys_per_step(shape.D), kMaxSplits});
-  return int(std::max<int64_t>(splits, 1));
-}
-}  // namespace
-}  // namespace decode
-
 int decode_num_splits(const DecodeShape& shape, int keys) {
   int splits = requested_splits(shape, keys), per = 0;
   if (keys > 0) split_keys(keys, splits, per);
@@ -355,8 +357,7 @@ int decode_num_splits(const DecodeShape& shape, int keys) {
 
 size_t decode_workspace_bytes(const DecodeShape& shape, int max_keys) {
   const int splits = requested_splits(shape, max_keys);
-  if (splits <= 1) return 0;
-  return size_t(shape.B) * shape.Hq * splits * (size_t(shape.D) + 2) * sizeof(float);
+  return splits <= 1 ? 0 : partials_bytes(shape, splits);
 }
 
 void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, const bf16* q_BHD,
@@ -372,7 +373,7 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
   HYLO_CUDA_REQUIRE(aligned16(q_BHD) && aligned16(k_BHSD) && aligned16(v_BHSD) && aligned16(out_BHD),
                     "decode: q, k, v and out must be 16-byte aligned");
   const int group = shape.Hq / shape.Hkv, gt = heads_per_block(group);
-  int splits = decode_num_splits(shape, keys), per = 0;
+  int splits = requested_splits(shape, keys), per = 0;
   split_keys(keys, splits, per);
 
   Params p{};
@@ -392,7 +393,7 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
   p.scale_log2 = kLog2e / std::sqrt(float(shape.D));
   if (splits > 1) {
     const size_t partials = size_t(shape.B) * shape.Hq * splits;
-    HYLO_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= partials * (shape.D + 2) * sizeof(float),
+    HYLO_CUDA_REQUIRE(workspace != nullptr && workspace_bytes >= partials_bytes(shape, splits),
                       "decode: workspace of %zu bytes too small for %d splits (decode_workspace_bytes)",
                       workspace_bytes, splits);
     p.part_acc = static_cast<float*>(workspace);

@@ -177,28 +177,38 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
     return;
   }
 
-  // Fallback: classic cuBLAS takes any leading dimension and alignment. The handle's stream is
-  // shared state, so the call stays under the lock.
+  // Fallback: classic cuBLAS takes any leading dimension and alignment.
   ++ctx.stats.fallback_calls;
-  cublasHandle_t& blas = ctx.blas[device];
-  if (!blas) HYLO_CUBLAS_CHECK(cublasCreate(&blas));
-  HYLO_CUBLAS_CHECK(cublasSetStream(blas, stream));
-  cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int ld_first = trans_b ? K : N, ld_second = trans_a ? M : K;
-  if (batch == 1) {
-    HYLO_CUBLAS_CHECK(cublasGemmEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF, ld_first, A,
-                                   CUDA_R_16BF, ld_second, &beta, C, c_type, N, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
-  } else {
-    HYLO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF,
-                                                 ld_first, stride_b, A, CUDA_R_16BF, ld_second, stride_a, &beta, C,
-                                                 c_type, N, stride_c, batch, CUBLAS_COMPUTE_32F,
-                                                 CUBLAS_GEMM_DEFAULT));
-  }
+  lock.unlock();
+  const cublasOperation_t op_first = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ld_first = trans_b ? K : N, ld_second = trans_a ? M : K;
+  with_cublas_handle(stream, [&](cublasHandle_t blas) {
+    if (batch == 1) {
+      HYLO_CUBLAS_CHECK(cublasGemmEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF, ld_first, A,
+                                     CUDA_R_16BF, ld_second, &beta, C, c_type, N, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT));
+    } else {
+      HYLO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF,
+                                                   ld_first, stride_b, A, CUDA_R_16BF, ld_second, stride_a, &beta,
+                                                   C, c_type, N, stride_c, batch, CUBLAS_COMPUTE_32F,
+                                                   CUBLAS_GEMM_DEFAULT));
+    }
+  });
 }
 
 }  // namespace
+
+void with_cublas_handle(cudaStream_t stream, const std::function<void(cublasHandle_t)>& f) {
+  Context& ctx = context();
+  std::lock_guard lock(ctx.mutex);
+  int device = 0;
+  HYLO_CUDA_CHECK(cudaGetDevice(&device));
+  cublasHandle_t& blas = ctx.blas[device];
+  if (!blas) HYLO_CUBLAS_CHECK(cublasCreate(&blas));
+  HYLO_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  f(blas);
+}
 
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A, const bf16* B, float beta,
           bf16* C, cudaStream_t stream) {

@@ -15,6 +15,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+
+struct cublasContext;  // cublas_v2.h's handle type, cublasHandle_t = cublasContext*
 
 namespace hylo {
 struct bf16;
@@ -36,6 +39,10 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
 void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A,
                           int64_t stride_a, const bf16* B, int64_t stride_b, float beta, bf16* C, int64_t stride_c,
                           int batch, cudaStream_t stream);
+
+// Runs f with this device's classic cuBLAS handle bound to `stream`, under the lock that guards the
+// handle (its stream is shared state): for cuBLAS calls that cuBLASLt has no counterpart for.
+void with_cublas_handle(cudaStream_t stream, const std::function<void(cublasContext*)>& f);
 
 // Which path calls took (tests assert that aligned shapes use cuBLASLt).
 struct GemmStats {

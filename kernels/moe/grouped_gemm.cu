@@ -4,8 +4,6 @@
 #include <cublas_v2.h>
 
 #include <atomic>
-#include <map>
-#include <mutex>
 #include <vector>
 
 #include "core/cuda/allocator.h"
@@ -53,17 +51,6 @@ __global__ void group_pointers_kernel(int E, int count, const int32_t* offsets_E
   out[2 * count + slot] = c.at(begin, e);
 }
 
-cublasHandle_t handle_for_device(std::unique_lock<std::mutex>& lock) {
-  static std::mutex* mutex = new std::mutex;
-  static auto* handles = new std::map<int, cublasHandle_t>;  // process lifetime, like gemm.cu's
-  lock = std::unique_lock(*mutex);
-  int device = 0;
-  HYLO_CUDA_CHECK(cudaGetDevice(&device));
-  cublasHandle_t& h = (*handles)[device];
-  if (!h) HYLO_CUBLAS_CHECK(cublasCreate(&h));
-  return h;
-}
-
 void run_cublas_grouped(const Family& f, int E, const int32_t* off_host, const int32_t* off_dev,
                         cudaStream_t stream) {
   std::vector<int> m, n, k, lda, ldb, ldc, group_size;
@@ -91,13 +78,12 @@ void run_cublas_grouped(const Family& f, int E, const int32_t* off_host, const i
   auto** ptrs = static_cast<const void**>(allocate(3 * size_t(count) * sizeof(void*), "moe: grouped gemm pointers"));
   group_pointers_kernel<<<int(ceil_div(E, 128)), 128, 0, stream>>>(E, count, off_dev, f.a, f.b, f.c, ptrs);
   HYLO_CUDA_LAUNCH_CHECK("group_pointers_kernel");
-  std::unique_lock<std::mutex> lock;
-  cublasHandle_t h = handle_for_device(lock);
-  HYLO_CUBLAS_CHECK(cublasSetStream(h, stream));
-  HYLO_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
-      h, op_first.data(), op_second.data(), m.data(), n.data(), k.data(), alpha.data(), ptrs, CUDA_R_16BF,
-      lda.data(), ptrs + count, CUDA_R_16BF, ldb.data(), beta.data(), const_cast<void* const*>(ptrs + 2 * count),
-      CUDA_R_16BF, ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));
+  with_cublas_handle(stream, [&](cublasHandle_t h) {
+    HYLO_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+        h, op_first.data(), op_second.data(), m.data(), n.data(), k.data(), alpha.data(), ptrs, CUDA_R_16BF,
+        lda.data(), ptrs + count, CUDA_R_16BF, ldb.data(), beta.data(), const_cast<void* const*>(ptrs + 2 * count),
+        CUDA_R_16BF, ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));
+  });
   release(ptrs);
 }
 

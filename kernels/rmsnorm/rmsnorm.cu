@@ -163,8 +163,15 @@ void rmsnorm_backward(int N, int D, const bf16* x_ND, const bf16* w_D, const flo
   float* partial_GD = dw_D ? static_cast<float*>(stream_scratch(size_t(G) * D * sizeof(float), stream)) : nullptr;
   int smem = dw_D ? kBackwardWarps * D * int(sizeof(float)) : 0;
   bool vec = D % 8 == 0 && aligned16(x_ND) && aligned16(dy_ND) && aligned16(dx_ND) && (!w_D || aligned16(w_D));
+  // Raise both variants' shared-memory limit to the widest row once; the attribute persists.
+  static const bool reserved = [] {
+    for (auto k : {rmsnorm_backward_kernel<8>, rmsnorm_backward_kernel<1>})
+      HYLO_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kBackwardWarps * kMaxWidth * int(sizeof(float))));
+    return true;
+  }();
+  (void)reserved;
   auto kernel = vec ? rmsnorm_backward_kernel<8> : rmsnorm_backward_kernel<1>;
-  HYLO_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kernel<<<G, kBackwardWarps * 32, smem, stream>>>(N, D, rows_per_block, as_nv(x_ND), as_nv(w_D), rstd_N,
                                                    as_nv(dy_ND), as_nv(dx_ND), accumulate_dx, partial_GD);
   HYLO_CUDA_LAUNCH_CHECK("rmsnorm_backward_kernel");

@@ -61,12 +61,12 @@ ProfileScope::~ProfileScope() {
 }
 
 void profile_reset() {
-  HYLO_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  synchronize();
   profile().used = 0;
 }
 
 std::string profile_report(int steps) {
-  HYLO_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  synchronize();
   std::map<std::string, std::pair<double, int>> by_name;
   double total = 0;
   for (size_t i = 0; i < profile().used; ++i) {

@@ -20,7 +20,7 @@ class ProfileScope {
 };
 
 void profile_reset();
-// "name  total ms  calls  ms/step" rows, largest first, over `steps` steps.
+// "op  ms/step  calls  share" rows, largest first, averaged over `steps` steps.
 std::string profile_report(int steps);
 
 }  // namespace hylo::cuda

@@ -1,5 +1,7 @@
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "core/cuda/check.h"
 #include "core/cuda/tensor_kernels.h"
 
@@ -35,8 +37,7 @@ __global__ void add_kernel(T* dst, const T* src, int64_t n, double alpha) {
 }
 
 // bf16 accumulate, the hot case (residual stream, gradient accumulation): 8 elements per 16-byte
-// load, fp32 arithmetic. Callers guarantee 16-byte aligned pointers (allocations are 512-byte
-// aligned and bf16 views start at multiples of 8 elements in practice; see add()).
+// load, fp32 arithmetic. add() takes this path only for 16-byte aligned pointers.
 __global__ void add_bf16x8_kernel(uint4* dst, const uint4* src, int64_t n8, float alpha) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n8; i += int64_t(gridDim.x) * blockDim.x) {
     uint4 d = dst[i];
@@ -89,7 +90,7 @@ void add(void* dst, const void* src, DType dtype, int64_t n, double alpha) {
   const bool aligned = (reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) % 16 == 0;
   if (dtype == DType::bf16 && aligned && n % 8 == 0) {
     const int64_t n8 = n / 8;
-    const int blocks = int(n8 / 256 + 1 < 4096 ? n8 / 256 + 1 : 4096);
+    const int blocks = std::min(grid_for(n8), 4096);
     add_bf16x8_kernel<<<blocks, 256, 0, stream()>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src), n8,
                                                      float(alpha));
     HYLO_CUDA_LAUNCH_CHECK("add_bf16x8_kernel");

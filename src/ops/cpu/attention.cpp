@@ -26,7 +26,6 @@ void check_attention_args(const AttnShape& s, const AttnMask& m) {
   }
 }
 
-void attention_fail(const std::string& message, const char* file, int line) { throw Error(message, file, line); }
 
 namespace cpu {
 namespace {

@@ -8,7 +8,6 @@
 // Scale is 1/sqrt(D). All row-major and contiguous.
 #pragma once
 #include <cstdint>
-#include <string>
 
 #include "ops/mask.h"
 
@@ -38,10 +37,6 @@ HYLO_HD int64_t attn_highest_query(const AttnMask& mask, int64_t s) {
 // Throws (HYLO_CHECK) unless the shape and mask are usable: positive sizes, Hq % Hkv == 0,
 // window >= 1 for swa, 1 <= bridge <= block for pbb.
 void check_attention_args(const AttnShape& shape, const AttnMask& mask);
-
-// Throws hylo::Error(message) at file:line. For the CUDA sources, which cannot include
-// core/error.h: fmt's C++20 format-string checks do not compile under nvcc.
-[[noreturn]] void attention_fail(const std::string& message, const char* file, int line);
 
 namespace cpu {
 
