@@ -94,6 +94,14 @@ Generator::Generator(const Transformer& model, int max_len, int vocab_valid) : m
 }
 
 std::vector<double> Generator::step(int32_t token) {
+  NoGradGuard no_grad;
+  const Var x = advance(token);
+  std::vector<double> logits = model_.logits(x).value().to(Device::cpu).to(DType::f64).to_vector<double>();
+  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
+  return logits;
+}
+
+Var Generator::advance(int32_t token) {
   HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
              vocab_valid_);
   NoGradGuard no_grad;
@@ -110,17 +118,14 @@ std::vector<double> Generator::step(int32_t token) {
     const Tensor a_1Q = cache.attend(t, in.q.value().contiguous().view({1, H, hd})).view({1, H * hd});
     x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_1Q)), nullptr);
   }
-  std::vector<double> logits = model_.logits(x).value().to(Device::cpu).to(DType::f64).to_vector<double>();
-  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
   ++position_;
-  return logits;
+  return x;
 }
 
 std::vector<double> Generator::prefill(std::span<const int32_t> prompt) {
   HYLO_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  std::vector<double> logits;
-  for (int32_t token : prompt) logits = step(token);
-  return logits;
+  for (size_t i = 0; i + 1 < prompt.size(); ++i) advance(prompt[i]);  // their logits are not needed
+  return step(prompt.back());
 }
 
 std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int count, const SamplingOptions& options,

@@ -69,6 +69,9 @@ class Generator {
   int vocab_valid_ = 0;
   int64_t position_ = 0;
   std::vector<KvCache> caches_;  // per layer
+
+  // Feeds `token` through every layer and its cache; returns the last hidden state (1, D).
+  Var advance(int32_t token);
 };
 
 const char* cache_kind_name(KvCacheKind kind);

@@ -111,7 +111,7 @@ Var Transformer::hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) cons
   Var x = embed(ids_BT.view({-1}));
   for (int l = 0; l < n_layers(); ++l) {
     // MoE blocks are never recomputed: their aux losses must be taped in the forward pass.
-    if (recompute_ && grad_enabled() && !config_.layer_is_moe(l))
+    if (recompute_ && grad_enabled() && !blocks_.at(size_t(l)).moe)
       x = recompute({x}, [this, l, B, T](const std::vector<Var>& in) { return block_forward(l, in[0], B, T, nullptr); });
     else
       x = block_forward(l, x, B, T, aux);

@@ -24,14 +24,19 @@ decltype(auto) with_cpu_float(const Tensor& t, const char* op, F&& f) {
 }
 
 // Runs f() when t lives on the GPU (and returns true); a CPU-only build fails loudly instead.
+// On the GPU t must have `cuda_dtype`: bf16 for activations, f32 for the MoE router's tensors,
+// i32 for index tensors.
 template <class F>
-bool on_cuda(const Tensor& t, const char* op, F&& f) {
+bool on_cuda(const Tensor& t, const char* op, F&& f, DType cuda_dtype = DType::bf16) {
   if (t.device() != Device::cuda) return false;
 #if HYLO_WITH_CUDA
-  HYLO_CHECK(t.dtype() == DType::bf16, "{}: cuda path computes in bf16, got {}", op, dtype_name(t.dtype()));
+  HYLO_CHECK(t.dtype() == cuda_dtype, "{}: cuda path computes in {}, got {}", op, dtype_name(cuda_dtype),
+             dtype_name(t.dtype()));
   cuda::ProfileScope profile(op, in_backward() ? ".bwd" : ".fwd");
   f();
 #else
+  (void)f;
+  (void)cuda_dtype;
   HYLO_FAIL("{}: cuda tensor in a build without CUDA", op);
 #endif
   return true;

@@ -4,7 +4,8 @@
 // bf16 is 3.3 GB). Here each chunk of rows is projected, turned into its loss and its softmax
 // gradient in place, and pushed through the two backward products at once, so only one chunk of
 // logits ever exists. The gradients for h and w are kept for backward, computed for d(loss) = 1
-// and rescaled there when the incoming gradient differs (a scalar: cheap).
+// and rescaled there when the incoming gradient differs (its value is read back to the host).
+// Without gradients (evaluation) only the forward product runs.
 #include <algorithm>
 
 #include "ops/cpu/cross_entropy.h"
@@ -25,6 +26,7 @@ constexpr int64_t kChunkLogitBytes = 512ll << 20;  // one chunk of logits at mos
 
 #if HYLO_WITH_CUDA
 // CUDA: bf16 operands, fp32 loss/lse and an fp32 weight-gradient accumulator across chunks.
+// dH undefined: no gradients (the fused kernel's in-place softmax gradient is then unused).
 double chunks_cuda(const Tensor& H, const Tensor& W, const Tensor& targets, int v_valid, float scale, Tensor& dH,
                    Tensor& dW_f32, int64_t rows_per_chunk) {
   const int64_t N = H.size(0), D = H.size(1), V = W.size(0);
@@ -39,6 +41,7 @@ double chunks_cuda(const Tensor& H, const Tensor& W, const Tensor& targets, int 
     cuda::gemm(false, true, rows, int(V), int(D), 1.0f, h, W.data<bf16>(), 0.0f, z, s);  // z = h W^T
     cuda::cross_entropy_fused(rows, int(V), v_valid, z, targets.data<int32_t>() + r0, scale,
                               loss_N.data<float>() + r0, lse_N.data<float>() + r0, s);  // z <- dz
+    if (!dH.defined()) continue;
     cuda::gemm(false, false, rows, int(D), int(V), 1.0f, z, W.data<bf16>(), 0.0f, dH.data<bf16>() + r0 * D, s);
     cuda::gemm(true, false, int(V), int(D), rows, 1.0f, z, h, r0 ? 1.0f : 0.0f, dW_f32.data<float>(), s);
   }
@@ -47,7 +50,7 @@ double chunks_cuda(const Tensor& H, const Tensor& W, const Tensor& targets, int 
   return total;
 }
 #endif
-
+// dH undefined: no gradients, forward only.
 template <class T>
 double chunks_cpu(const Tensor& H, const Tensor& W, const Tensor& targets, int v_valid, T scale, Tensor& dH,
                   Tensor& dW, int64_t rows_per_chunk) {
@@ -61,8 +64,9 @@ double chunks_cpu(const Tensor& H, const Tensor& W, const Tensor& targets, int v
     const int32_t* t = targets.data<int32_t>() + r0;
     cpu::gemm<T>(false, true, rows, int(V), int(D), T(1), h, W.data<T>(), T(0), logits.data());
     cpu::cross_entropy_forward<T>(rows, int(V), v_valid, logits.data(), t, loss.data(), lse.data());
-    cpu::cross_entropy_backward<T>(rows, int(V), v_valid, t, lse.data(), scale, logits.data());
     for (int i = 0; i < rows; ++i) total += double(loss[size_t(i)]);
+    if (!dH.defined()) continue;
+    cpu::cross_entropy_backward<T>(rows, int(V), v_valid, t, lse.data(), scale, logits.data());
     cpu::gemm<T>(false, false, rows, int(D), int(V), T(1), logits.data(), W.data<T>(), T(0), dH.data<T>() + r0 * D);
     cpu::gemm<T>(true, false, int(V), int(D), rows, T(1), logits.data(), h, r0 ? T(1) : T(0), dW.data<T>());
   }
@@ -89,17 +93,18 @@ Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int
   const int64_t rows_per_chunk = std::clamp<int64_t>(
       chunk_rows > 0 ? chunk_rows : kChunkLogitBytes / (V * int64_t(dtype_size(H.dtype()))), 1, std::max<int64_t>(N, 1));
 
-  Tensor dH = Tensor::empty(H.shape(), H.dtype(), H.device(), "lm head dh");
+  const bool with_grad = grad_enabled() && (h.requires_grad() || w.requires_grad());
+  Tensor dH = with_grad ? Tensor::empty(H.shape(), H.dtype(), H.device(), "lm head dh") : Tensor();
   Tensor dW;
   double total = 0;
   if (!on_cuda(H, "lm_head_cross_entropy", [&] {
 #if HYLO_WITH_CUDA
-        Tensor dW_f32 = Tensor::empty(W.shape(), DType::f32, Device::cuda, "lm head dw");
+        Tensor dW_f32 = with_grad ? Tensor::empty(W.shape(), DType::f32, Device::cuda, "lm head dw") : Tensor();
         total = chunks_cuda(H, W, targets, v_valid, float(scale), dH, dW_f32, rows_per_chunk);
-        dW = dW_f32.to(DType::bf16);
+        if (with_grad) dW = dW_f32.to(DType::bf16);
 #endif
       })) {
-    dW = Tensor::empty(W.shape(), W.dtype(), W.device(), "lm head dw");
+    if (with_grad) dW = Tensor::empty(W.shape(), W.dtype(), W.device(), "lm head dw");
     with_cpu_float(H, "lm_head_cross_entropy", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       total = chunks_cpu<T>(H, W, targets, v_valid, T(scale), dH, dW, rows_per_chunk);

@@ -18,21 +18,6 @@ namespace hylo {
 
 namespace {
 
-// Runs f() when t lives on the GPU (and returns true). Like on_cuda, but for the router side too,
-// whose tensors are f32 on CUDA: the caller checks dtypes.
-template <class F>
-bool moe_cuda(const Tensor& t, const char* op, F&& f) {
-  if (t.device() != Device::cuda) return false;
-#if HYLO_WITH_CUDA
-  cuda::ProfileScope profile(op, in_backward() ? ".bwd" : ".fwd");
-  f();
-#else
-  (void)f;
-  HYLO_FAIL("{}: cuda tensor in a build without CUDA", op);
-#endif
-  return true;
-}
-
 // Router tensors: f32 on CUDA, f32/f64 on the CPU (with_cpu_float checks those).
 void check_router(const char* op, const Tensor& t) {
   check_contiguous(op, t);
@@ -126,11 +111,11 @@ Var moe_router_scores(const Var& logits_NE, RouterKind kind) {
   const int N = int(L.size(0)), E = int(L.size(1));
   const bool sigmoid = kind == RouterKind::sigmoid;
   Tensor S = like(L, {N, E}, "moe router scores");
-  if (!moe_cuda(L, "moe_router_scores", [&] {
+  if (!on_cuda(L, "moe_router_scores", [&] {
 #if HYLO_WITH_CUDA
         cuda::router_scores_forward(N, E, sigmoid, L.data<float>(), S.data<float>(), cuda::stream());
 #endif
-      }))
+      }, DType::f32))
     with_cpu_float(L, "moe_router_scores", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       cpu::router_scores_forward<T>(N, E, sigmoid, L.data<T>(), S.data<T>());
@@ -138,12 +123,12 @@ Var moe_router_scores(const Var& logits_NE, RouterKind kind) {
   return Var::from_op(S, {logits_NE}, [S, N, E, sigmoid](const Tensor& dS_in, std::vector<Var>& in) {
     const Tensor dS = dS_in.contiguous();
     Tensor dL = like(S, {N, E}, "moe router logits grad");
-    if (!moe_cuda(S, "moe_router_scores", [&] {
+    if (!on_cuda(S, "moe_router_scores", [&] {
 #if HYLO_WITH_CUDA
           cuda::router_scores_backward(N, E, sigmoid, S.data<float>(), dS.data<float>(), dL.data<float>(),
                                        cuda::stream());
 #endif
-        }))
+        }, DType::f32))
       with_cpu_float(S, "moe_router_scores", [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         cpu::router_scores_backward<T>(N, E, sigmoid, S.data<T>(), dS.data<T>(), dL.data<T>());
@@ -167,11 +152,11 @@ Tensor moe_topk(const Tensor& scores_NE, const Tensor& bias_E, int top_k) {
     bias = bias_E.data<float>();
   }
   Tensor expert = Tensor::empty({N, top_k}, DType::i32, scores_NE.device(), "moe experts");
-  if (!moe_cuda(scores_NE, "moe_topk", [&] {
+  if (!on_cuda(scores_NE, "moe_topk", [&] {
 #if HYLO_WITH_CUDA
         cuda::router_topk(N, E, top_k, scores_NE.data<float>(), bias, expert.data<int32_t>(), cuda::stream());
 #endif
-      }))
+      }, DType::f32))
     with_cpu_float(scores_NE, "moe_topk", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       cpu::router_topk<T>(N, E, top_k, scores_NE.data<T>(), bias, expert.data<int32_t>());
@@ -187,12 +172,12 @@ Var moe_gate_weights(const Var& scores_NE, const Tensor& expert_NK) {
   const int N = int(S.size(0)), E = int(S.size(1)), K = int(expert_NK.size(1));
   check_index("moe_gate_weights", expert_NK, {N, K}, S.device());
   Tensor W = like(S, {N, K}, "moe gate weights");
-  if (!moe_cuda(S, "moe_gate_weights", [&] {
+  if (!on_cuda(S, "moe_gate_weights", [&] {
 #if HYLO_WITH_CUDA
         cuda::gate_weights_forward(N, E, K, S.data<float>(), expert_NK.data<int32_t>(), W.data<float>(),
                                    cuda::stream());
 #endif
-      }))
+      }, DType::f32))
     with_cpu_float(S, "moe_gate_weights", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       cpu::gate_weights_forward<T>(N, E, K, S.data<T>(), expert_NK.data<int32_t>(), W.data<T>());
@@ -201,12 +186,12 @@ Var moe_gate_weights(const Var& scores_NE, const Tensor& expert_NK) {
     const Tensor& S = in[0].value();
     const Tensor dW = dW_in.contiguous();
     Tensor dS = like(S, {N, E}, "moe scores grad");
-    if (!moe_cuda(S, "moe_gate_weights", [&] {
+    if (!on_cuda(S, "moe_gate_weights", [&] {
 #if HYLO_WITH_CUDA
           cuda::gate_weights_backward(N, E, K, S.data<float>(), expert_NK.data<int32_t>(), W.data<float>(),
                                       dW.data<float>(), dS.data<float>(), cuda::stream());
 #endif
-        }))
+        }, DType::f32))
       with_cpu_float(S, "moe_gate_weights", [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;
         cpu::gate_weights_backward<T>(N, E, K, S.data<T>(), expert_NK.data<int32_t>(), W.data<T>(), dW.data<T>(),
@@ -228,7 +213,7 @@ MoePlan moe_plan(const Tensor& expert_NK, int num_experts, int64_t capacity) {
   p.capacity = std::max<int64_t>(0, capacity);
   p.expert_NK = expert_NK;
   p.row_NK = Tensor::empty({N, K}, DType::i32, expert_NK.device(), "moe rows");
-  if (moe_cuda(expert_NK, "moe_plan", [&] {
+  if (on_cuda(expert_NK, "moe_plan", [&] {
 #if HYLO_WITH_CUDA
         p.counts_dev = Tensor::empty({cuda::plan_counts_size(E)}, DType::i32, Device::cuda, "moe counts");
         Tensor token = Tensor::empty({int64_t(N) * K}, DType::i32, Device::cuda, "moe tokens");
@@ -245,7 +230,7 @@ MoePlan moe_plan(const Tensor& expert_NK, int num_experts, int64_t capacity) {
         p.dropped = counts[size_t(2 * E + 1)];
         p.token_A = token.slice(0, 0, p.rows());
 #endif
-      }))
+      }, DType::i32))
     return p;
   p.routed_E = Tensor::empty({E}, DType::i32, Device::cpu, "moe routed");
   p.kept_E = Tensor::empty({E}, DType::i32, Device::cpu, "moe kept");
@@ -407,13 +392,13 @@ Var moe_aux_loss(const Var& scores_NE, const MoePlan& plan, RouterKind kind, dou
   const Tensor routed = plan.routed_E, counts = plan.counts_dev;
   Tensor out;
   // CUDA keeps the value on the device: reading it back would be a second sync per layer.
-  if (!moe_cuda(S, "moe_aux_loss", [&] {
+  if (!on_cuda(S, "moe_aux_loss", [&] {
 #if HYLO_WITH_CUDA
         out = Tensor::empty({1}, DType::f32, Device::cuda, "moe aux loss");
         cuda::aux_loss_forward(N, E, K, normalize, S.data<float>(), device_routed(counts, E), coef, out.data<float>(),
                                cuda::stream());
 #endif
-      })) {
+      }, DType::f32)) {
     const double value = with_cpu_float(S, "moe_aux_loss", [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       return cpu::aux_loss_forward<T>(N, E, K, normalize, S.data<T>(), routed.data<int32_t>(), coef);
@@ -424,13 +409,13 @@ Var moe_aux_loss(const Var& scores_NE, const MoePlan& plan, RouterKind kind, dou
                                                                                    std::vector<Var>& in) {
     const Tensor& S = in[0].value();
     Tensor dS = like(S, {N, E}, "moe aux loss grad");
-    if (!moe_cuda(S, "moe_aux_loss", [&] {
+    if (!on_cuda(S, "moe_aux_loss", [&] {
 #if HYLO_WITH_CUDA
           const Tensor dloss = g.to(DType::f32);  // read by the kernel: no sync
           cuda::aux_loss_backward(N, E, K, normalize, S.data<float>(), device_routed(counts, E), coef,
                                   dloss.data<float>(), dS.data<float>(), cuda::stream());
 #endif
-        })) {
+        }, DType::f32)) {
       const double dloss = g.to(DType::f64).to_vector<double>()[0];
       with_cpu_float(S, "moe_aux_loss", [&](auto* tag) {
         using T = std::remove_pointer_t<decltype(tag)>;

@@ -33,8 +33,10 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttnMask& mask);
 Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int v_valid, int64_t chunk_rows = 0);
 Var add(const Var& a, const Var& b);
 // x + branch, written into branch's buffer: the branch output (a linear's output in the residual
-// stream) is not read by any backward, so the residual sum needs no buffer of its own. The
-// branch must be computed from x (a residual block), which lets both share one gradient buffer.
+// stream) is not read by any backward, so the residual sum needs no buffer of its own. Both inputs
+// share one gradient buffer, which is safe when neither receives another gradient contribution
+// before the other's backward has read it: the branch is computed from x (a residual block), or
+// neither input has another reader (the MoE shared expert's output and the routed output).
 Var residual_add(const Var& x, const Var& branch);
 Var scale(const Var& x, double factor);
 Var reshape(const Var& x, const Shape& shape);
