@@ -6,7 +6,8 @@
 #           the CPU curve recorded under experiments/results/
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
-#   profile GPU time per op of one 205m-pbb and one 205m-full step (HYLO_PROFILE=1)
+#   profile GPU time per op of 205m-pbb and 205m-full, averaged over 5 steps after 2 warm-up
+#           steps (HYLO_PROFILE=1)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml
 #   torch_moe  the PyTorch peer on moe-8e-pbb (16 layers, per-expert loop)
@@ -14,7 +15,8 @@
 #           and without the router bias (metrics.jsonl of each; scripts/plot_moe_balance.py)
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
-# Everything but summary.txt goes into $OUT/results.tgz (the device tool returns only a few files).
+# Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
+# files); summary.txt is also copied next to it.
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
 #                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/

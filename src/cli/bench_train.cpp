@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/rng.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
@@ -35,9 +36,8 @@ int run_bench_train(const Args& args) {
   std::string json_path;
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
-    HYLO_CHECK(i + 1 < args.size(), "bench train: {} needs a value", args[i]);
     const std::string& flag = args[i];
-    const std::string& value = args[++i];
+    const std::string& value = flag_value(args, i, "bench train");
     if (flag == "--steps") steps = std::stoi(value);
     else if (flag == "--warmup") warmup = std::stoi(value);
     else if (flag == "--set") overrides.push_back(value);
@@ -53,9 +53,10 @@ int run_bench_train(const Args& args) {
   Transformer model(config.model, t.seed);
   model.set_recompute(t.recompute);
   AdamW optimizer(model.parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device);
+  const int vocab_valid = std::min(config.model.vocab_size, 50257);  // GPT-2's ids; the rest is padding
   Rng rng{t.seed, 99, 0};
   std::vector<int32_t> tokens(size_t(B) * (T + 1));
-  for (auto& x : tokens) x = int32_t(rng.below(uint64_t(std::min(config.model.vocab_size, 50257))));
+  for (auto& x : tokens) x = int32_t(rng.below(uint64_t(vocab_valid)));
   const StepBatch batch = make_step_batch(tokens, B, T, device);
 
   std::vector<double> step_ms;
@@ -67,12 +68,12 @@ int run_bench_train(const Args& args) {
     auto t0 = std::chrono::steady_clock::now();
     optimizer.zero_grad();
     for (int micro = 0; micro < t.accumulation_steps(); ++micro) {
-      Var l = model.loss(batch.inputs_BT, batch.targets_N, std::min(config.model.vocab_size, 50257));
+      Var l = model.loss(batch.inputs_BT, batch.targets_N, vocab_valid);
       loss = l.value().to(DType::f32).to_vector<float>()[0];
       scale(l, 1.0 / t.accumulation_steps()).backward();
     }
     const double norm = optimizer.grad_norm();  // reads back: the step's work is done after this
-    optimizer.step(t.lr, norm > t.grad_clip ? t.grad_clip / norm : 1.0);
+    optimizer.step(t.lr, clip_scale(norm, t.grad_clip));
 #if HYLO_WITH_CUDA
     if (device == Device::cuda) cuda::synchronize();  // AdamW too: the clock covers the whole step
 #endif

@@ -3,7 +3,6 @@
 #include "cli/commands.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,13 +12,17 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "train/run_dir.h"
+#include "train/suggest.h"
 
 namespace hylo {
 namespace data {
@@ -30,29 +33,11 @@ namespace fs = std::filesystem;
 const std::vector<std::string> kCoreSources = {"gutenberg", "sotu", "brown"};
 const std::vector<std::string> kExtraSources = {"gcide", "linux-doc", "python-doc", "wordnet"};
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 std::string nearest_hint(const std::string& word, const std::vector<std::string>& choices) {
   for (const auto& choice : choices)  // an abbreviation: --val-frac for --val-fraction
     if (word.size() >= 3 && choice.starts_with(word)) return fmt::format(" (did you mean '{}'?)", choice);
-  auto best = std::min_element(choices.begin(), choices.end(), [&](const auto& x, const auto& y) {
-    return edit_distance(word, x) < edit_distance(word, y);
-  });
-  if (best == choices.end() || edit_distance(word, *best) > std::max<size_t>(2, word.size() / 3)) return "";
-  return fmt::format(" (did you mean '{}'?)", *best);
+  const std::string near = nearest_choice(word, choices, std::max<size_t>(2, word.size() / 3));
+  return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near);
 }
 
 // "--key value" options of one subcommand; positional words are kept in order.
@@ -101,12 +86,6 @@ std::string read_stream(std::istream& in) {
   return buffer.str();
 }
 
-std::string read_file_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYLO_CHECK(in.good(), "{}: cannot read", path.string());
-  return read_stream(in);
-}
-
 uint64_t fnv1a(std::string_view text) {
   uint64_t h = 1469598103934665603ull;
   for (char c : text) h = (h ^ uint8_t(c)) * 1099511628211ull;
@@ -133,7 +112,9 @@ std::vector<Document> read_documents(const std::string& raw_dir, const std::vect
     std::sort(files.begin(), files.end());
     HYLO_CHECK(!files.empty(), "{}: holds no documents (run scripts/fetch_data.sh)", dir.string());
     for (const auto& file : files) {
-      documents.push_back({s, file.filename().string(), read_file_text(file)});
+      std::optional<std::string> text = read_file(file);
+      HYLO_CHECK(text, "{}: cannot read", file.string());
+      documents.push_back({s, file.filename().string(), std::move(*text)});
       size_t bad = first_invalid_utf8(documents.back().text);
       HYLO_CHECK(bad == std::string::npos, "{}: not valid UTF-8 (byte {}); documents must be UTF-8", file.string(),
                  bad);
@@ -278,14 +259,7 @@ std::vector<SourceSummary> prepare_tokens(const PrepareOptions& options) {
     write_shard((fs::path(options.out_dir) / (std::string(names[k]) + ".bin")).string(), split_tokens[k],
                 uint64_t(tokenizer.vocab_size()), split_documents[k], shard_metadata(names[k], options, sources, val_crc));
   }
-  const std::string manifest_path = (fs::path(options.out_dir) / "manifest.tsv").string();
-  const std::string temp = manifest_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary);
-    out << manifest;
-    HYLO_CHECK(out.good(), "{}: cannot write", temp);
-  }
-  fs::rename(temp, manifest_path);
+  write_file_atomic((fs::path(options.out_dir) / "manifest.tsv").string(), manifest);
   return summary;
 }
 

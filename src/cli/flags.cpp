@@ -7,6 +7,11 @@
 
 namespace hylo {
 
+const std::string& flag_value(const std::vector<std::string>& args, size_t& i, const std::string& command) {
+  HYLO_CHECK(i + 1 < args.size(), "{}{} needs a value", command.empty() ? "" : command + ": ", args[i]);
+  return args[++i];
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "data/tokenizer.h"
 #include "nn/generate.h"
 #include "train/config.h"
@@ -48,20 +49,16 @@ GenerateOptions parse_args(const Args& args) {
   bool have_prompt = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      HYLO_CHECK(i + 1 < args.size(), "{} needs a value", a);
-      return args[++i];
-    };
-    if (a == "--prompt") o.prompt = value(), have_prompt = true;
-    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>(a, value());
-    else if (a == "--temperature") o.sampling.temperature = parse_number<double>(a, value());
-    else if (a == "--top-k") o.sampling.top_k = parse_number<int>(a, value());
-    else if (a == "--top-p") o.sampling.top_p = parse_number<double>(a, value());
-    else if (a == "--seed") o.seed = parse_number<uint64_t>(a, value());
-    else if (a == "--tokenizer") o.tokenizer = value();
+    if (a == "--prompt") o.prompt = flag_value(args, i), have_prompt = true;
+    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>(a, flag_value(args, i));
+    else if (a == "--temperature") o.sampling.temperature = parse_number<double>(a, flag_value(args, i));
+    else if (a == "--top-k") o.sampling.top_k = parse_number<int>(a, flag_value(args, i));
+    else if (a == "--top-p") o.sampling.top_p = parse_number<double>(a, flag_value(args, i));
+    else if (a == "--seed") o.seed = parse_number<uint64_t>(a, flag_value(args, i));
+    else if (a == "--tokenizer") o.tokenizer = flag_value(args, i);
     else if (a == "--print-ids") o.print_ids = true;
-    else if (a == "--device") o.device = value();
-    else if (a == "--set") o.overrides.push_back(value());
+    else if (a == "--device") o.device = flag_value(args, i);
+    else if (a == "--set") o.overrides.push_back(flag_value(args, i));
     else if (o.path.empty() && !a.starts_with("--")) o.path = a;
     else HYLO_FAIL("generate: unexpected argument '{}'", a);
   }

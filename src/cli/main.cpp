@@ -17,13 +17,14 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
         [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
         [--device cpu|cuda (default: the config's)] [--set key=value]...
-  data prepare|encode|decode|inspect ...
+  data prepare|encode|decode|inspect|bench ...
   sweep FILE [--local | --slurm] [--out runs/sweeps] [--dry-run]
   report SWEEP_DIR   (markdown table of final metrics -> SWEEP_DIR/report.md, loss.png)
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
-  bench moe [--shapes 8e,64e,2b] [--paths grouped,loop] [--tokens 32768] [--iters N] [--json PATH]
+  bench moe [--shapes 8e,64e,2b] [--paths grouped,loop] [--tokens 32768] [--iters N] [--warmup N]
+        [--json PATH]
 )";
 
 int run_bench(const hylo::Args& args) {

@@ -1,12 +1,12 @@
 // `hylo train`, `hylo eval`, `hylo params`.
 #include <fmt/format.h>
 
-
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
+#include "train/json_text.h"
 #include "train/last_word.h"
 #include "train/model_checkpoint.h"
 #include "train/retrieval.h"
@@ -14,17 +14,6 @@
 #include "train/trainer.h"
 
 namespace hylo {
-
-
-namespace {
-
-// Takes the value after flag args[i] (advancing i) or fails naming the flag.
-const std::string& flag_value(const Args& args, size_t& i) {
-  HYLO_CHECK(i + 1 < args.size(), "{} needs a value", args[i]);
-  return args[++i];
-}
-
-}  // namespace
 
 int run_train_command(const Args& args) {
   TrainOptions o;

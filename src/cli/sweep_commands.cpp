@@ -11,10 +11,12 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/error.h"
+#include "core/file.h"
+#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/json_text.h"
 #include "train/run_dir.h"
@@ -27,18 +29,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string& flag_value(const Args& args, size_t& i) {
-  HYLO_CHECK(i + 1 < args.size(), "{} needs a value", args[i]);
-  return args[++i];
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // What one point will run, resolved before anything runs so that every problem shows up first.
 struct PlannedRun {
   const SweepPoint* point = nullptr;
@@ -47,21 +37,24 @@ struct PlannedRun {
   std::string status;  // planned | skipped | done | failed | submitted
 };
 
-std::vector<PlannedRun> plan_runs(const SweepSpec& spec, const fs::path& sweep_dir) {
+// configs[i] is spec.points[i] resolved (check_sweep_configs).
+std::vector<PlannedRun> plan_runs(const SweepSpec& spec, const std::vector<Config>& configs,
+                                  const fs::path& sweep_dir) {
   std::vector<PlannedRun> runs;
-  for (const SweepPoint& point : spec.points) {
+  for (size_t i = 0; i < spec.points.size(); ++i) {
+    const SweepPoint& point = spec.points[i];
+    const Config& config = configs[i];
     PlannedRun run;
     run.point = &point;
     run.run_dir = sweep_dir / point.name;
-    const Config config = load_config(spec.base, point.overrides);
     const fs::path existing = run.run_dir / "config.yaml";
     if (fs::exists(existing)) {
       // A run dir from an edited sweep file would otherwise be resumed (or skipped) under a
       // config it was not trained with, and its row in the report would be a lie.
-      HYLO_CHECK(read_text(existing) == to_yaml(config),
+      HYLO_CHECK(read_file(existing) == to_yaml(config),
                  "{}: {} holds a different config than point {} now resolves to (rename the sweep or remove the dir)",
                  spec.path, run.run_dir.string(), point.name);
-      run.finished = fs::exists(run.run_dir / "checkpoints" / fmt::format("step_{}.h5", config.train.steps));
+      run.finished = fs::exists(checkpoint_path(run.run_dir.string(), config.train.steps));
     }
     run.status = run.finished ? "skipped" : "planned";
     runs.push_back(std::move(run));
@@ -148,9 +141,9 @@ int run_sweep_command(const Args& args) {
   HYLO_CHECK(!(local && slurm), "sweep: --local and --slurm exclude each other");
 
   const SweepSpec spec = load_sweep(file);
-  check_sweep_configs(spec);
+  const std::vector<Config> configs = check_sweep_configs(spec);
   const fs::path sweep_dir = fs::path(out) / spec.name;
-  std::vector<PlannedRun> runs = plan_runs(spec, sweep_dir);
+  std::vector<PlannedRun> runs = plan_runs(spec, configs, sweep_dir);
 
   fmt::print("sweep {}: {} points from {} into {}\n", spec.name, runs.size(), spec.base, sweep_dir.string());
   for (const PlannedRun& run : runs) {

@@ -7,14 +7,15 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <queue>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace hylo::data {
 namespace {
@@ -37,12 +38,10 @@ struct StringHash {
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
 };
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  HYLO_CHECK(in.good(), "{}: cannot open tokenizer file (run scripts/fetch_data.sh)", path);
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+std::string read_tokenizer_file(const std::string& path) {
+  std::optional<std::string> text = read_file(path);
+  HYLO_CHECK(text, "{}: cannot open tokenizer file (run scripts/fetch_data.sh)", path);
+  return std::move(*text);
 }
 
 bool decode_base64(std::string_view text, std::string& out) {
@@ -393,7 +392,7 @@ size_t first_invalid_utf8(std::string_view text) {
 Tokenizer Tokenizer::from_tiktoken(const std::string& rank_file) {
   auto impl = std::make_shared<Impl>();
   impl->source = rank_file;
-  std::string text = read_file(rank_file);
+  std::string text = read_tokenizer_file(rank_file);
   std::string bytes;
   size_t line_number = 0;
   for (size_t pos = 0; pos < text.size();) {
@@ -439,7 +438,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   // JSON is close enough to YAML's flow style that yaml-cpp reads encoder.json as a map.
   YAML::Node encoder;
   try {
-    encoder = YAML::Load(read_file(encoder_json));
+    encoder = YAML::Load(read_tokenizer_file(encoder_json));
   } catch (const YAML::Exception& e) {
     HYLO_FAIL("{}: not valid JSON: {}", encoder_json, e.what());
   }
@@ -475,7 +474,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     impl->id_of_byte[b] = it->second;
   }
 
-  std::string merges = read_file(vocab_bpe);
+  std::string merges = read_tokenizer_file(vocab_bpe);
   std::istringstream lines(merges);
   std::string line;
   size_t line_number = 0;

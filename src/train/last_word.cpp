@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "train/json_text.h"
 
 namespace hylo {
 

@@ -12,6 +12,10 @@ struct AdamWOptions {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
 
+// The gradient scale of global-norm clipping: clip / norm when the norm exceeds clip, else 1.
+// clip <= 0 turns clipping off.
+inline double clip_scale(double norm, double clip) { return clip > 0 && norm > clip ? clip / norm : 1.0; }
+
 class AdamW {
  public:
   // Places the parameters on `device` (bf16 compute copies on CUDA) and zeroes the moments.

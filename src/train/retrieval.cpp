@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
+#include "train/json_text.h"
 
 namespace hylo {
 

@@ -8,26 +8,18 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 #include <vector>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "train/json_text.h"
 
 namespace fs = std::filesystem;
 
 namespace hylo {
 namespace {
-
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::FILE* open_append(const fs::path& path) {
   std::FILE* f = std::fopen(path.c_str(), "a");

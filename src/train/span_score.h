@@ -4,7 +4,6 @@
 // "greedy decoding from the prefix reproduces the continuation": if every step's argmax given the
 // true prefix is the true token, free-running greedy feeds itself exactly that prefix.
 #pragma once
-#include "train/json_text.h"  // the task reports are JSON
 #include <cstdint>
 #include <span>
 #include <string>
@@ -38,6 +37,5 @@ struct ScoredSequence {
 // copied back from the device.
 std::vector<SpanScore> score_sequences(const Transformer& model, const std::vector<ScoredSequence>& sequences,
                                        int vocab_valid, Device device, int max_batch = 8);
-
 
 }  // namespace hylo

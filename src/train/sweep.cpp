@@ -21,6 +21,7 @@
 #include "train/sweep.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@
 
 #include "core/error.h"
 #include "train/config.h"
+#include "train/suggest.h"
 
 namespace hylo {
 
@@ -35,30 +37,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kTopLevelKeys[] = {"name", "base", "set", "points", "grid", "metrics"};
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
+const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics"};
 
 std::string suggestion(const std::string& key) {
-  std::string best;
-  size_t best_d = 3;  // further than this is a guess, not a typo
-  for (const char* k : kTopLevelKeys)
-    if (size_t d = edit_distance(key, k); d < best_d) best_d = d, best = k;
-  return best.empty() ? fmt::format(" (known: name, base, set, points, grid, metrics)")
-                      : fmt::format(" (did you mean '{}'?)", best);
+  const std::string near = nearest_choice(key, kTopLevelKeys, 2);  // further is a guess, not a typo
+  return near.empty() ? fmt::format(" (known: {})", fmt::join(kTopLevelKeys, ", "))
+                      : fmt::format(" (did you mean '{}'?)", near);
 }
 
 // The override value as `--set` text: scalars verbatim (so "1.0e-3" stays as written), mappings
@@ -130,8 +114,7 @@ SweepSpec load_sweep(const std::string& path) {
   HYLO_CHECK(root.IsMap(), "{}: expected a map with keys base, grid and/or points, set, metrics", path);
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();
-    const bool known = std::find_if(std::begin(kTopLevelKeys), std::end(kTopLevelKeys),
-                                    [&](const char* k) { return key == k; }) != std::end(kTopLevelKeys);
+    const bool known = std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), key) != kTopLevelKeys.end();
     HYLO_CHECK(known, "{}: unknown key '{}'{}", path, key, suggestion(key));
   }
 
@@ -202,15 +185,17 @@ SweepSpec load_sweep(const std::string& path) {
   return spec;
 }
 
-void check_sweep_configs(const SweepSpec& spec) {
+std::vector<Config> check_sweep_configs(const SweepSpec& spec) {
   HYLO_CHECK(fs::is_regular_file(spec.base), "{}: base: no such config file '{}'", spec.path, spec.base);
+  std::vector<Config> configs;
   for (const SweepPoint& point : spec.points) {
     try {
-      load_config(spec.base, point.overrides);
+      configs.push_back(load_config(spec.base, point.overrides));
     } catch (const Error& e) {
       HYLO_FAIL("{}: point {}: {}", spec.path, point.name, e.what());
     }
   }
+  return configs;
 }
 
 }  // namespace hylo

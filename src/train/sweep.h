@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "train/config.h"
+
 namespace hylo {
 
 using Override = std::pair<std::string, std::string>;  // {"train.lr", "0.001"}
@@ -30,8 +32,9 @@ struct SweepSpec {
 SweepSpec load_sweep(const std::string& path);
 
 // Loads the base config with each point's overrides, so that a bad key or value in any point
-// fails before the first run starts. The error names the sweep file and the point.
-void check_sweep_configs(const SweepSpec& spec);
+// fails before the first run starts. The error names the sweep file and the point. Returns the
+// configs, one per point in spec.points order.
+std::vector<Config> check_sweep_configs(const SweepSpec& spec);
 
 // "model.local.kind=pbb,train.lr=0.001" -> "kind-pbb_lr-0.001": last key segment + value, only
 // [A-Za-z0-9._-], at most ~48 characters (the index prefix keeps truncated names unique).

@@ -39,6 +39,17 @@ std::string first_nonfinite_grad(const ParamList& params) {
   return "(none: the loss itself)";
 }
 
+// Fails unless a checkpoint's moments (`group`: /optim/m or /optim/v) are the model's parameters,
+// in order.
+void check_moments(const std::vector<NamedTensor>& moments, const ParamList& params, const std::string& path,
+                   const char* group) {
+  HYLO_CHECK(moments.size() == params.size(), "{}: {} holds {} tensors, the model has {} parameters", path, group,
+             moments.size(), params.size());
+  for (size_t i = 0; i < params.size(); ++i)
+    HYLO_CHECK(moments[i].name == params[i].name, "{}: {} tensor {} is {}, the model expects {}", path, group, i,
+               moments[i].name, params[i].name);
+}
+
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
@@ -72,7 +83,7 @@ Trainer::Trainer(const TrainOptions& options) {
   micro_batch_ = t.micro_batch();
   accumulation_ = t.accumulation_steps();
   loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
-  data::check_vocab(config_.data.train, config_.model.vocab_size);
+  data::check_vocab(loader_->shard(), config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
@@ -95,7 +106,10 @@ Trainer::Trainer(const TrainOptions& options) {
 
 void Trainer::restore(const std::string& path) {
   CheckpointState s = load_checkpoint(path);
-  optimizer_->load_masters(checkpoint_masters(s, model_->parameters(), path));
+  const ParamList& params = model_->parameters();
+  optimizer_->load_masters(checkpoint_masters(s, params, path));
+  check_moments(s.optim_m, params, path, "/optim/m");
+  check_moments(s.optim_v, params, path, "/optim/v");
   for (size_t i = 0; i < s.optim_m.size(); ++i) {
     optimizer_->moments_m()[i].copy_from(s.optim_m[i].value.to(device_));
     optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
@@ -154,8 +168,7 @@ int Trainer::run() {
     const double norm = optimizer_->grad_norm();
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
-      const double clip = t.grad_clip > 0 && norm > t.grad_clip ? t.grad_clip / norm : 1.0;
-      optimizer_->step(lr, clip);
+      optimizer_->step(lr, clip_scale(norm, t.grad_clip));
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {
       HYLO_FAIL("step {}: non-finite loss {} / grad norm {} (first bad gradient: {}); aborting without saving",

@@ -1,0 +1,17 @@
+// "Did you mean" help for mistyped keys, options and names.
+#pragma once
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace hylo {
+
+// Levenshtein distance: each inserted, deleted or replaced character costs 1.
+size_t edit_distance(std::string_view a, std::string_view b);
+
+// The choice nearest to `word` by edit distance (the first of equals), or "" when even that one
+// is more than `max_distance` away.
+std::string nearest_choice(std::string_view word, std::span<const std::string> choices, size_t max_distance);
+
+}  // namespace hylo
