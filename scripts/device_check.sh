@@ -6,10 +6,11 @@
 #           the CPU curve recorded under experiments/results/
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
-#   profile GPU time per op of 205m-pbb and 205m-full, averaged over 5 steps after 2 warm-up
-#           steps (HYLO_PROFILE=1)
+#   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
+#           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
-#   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml
+#   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
+#           each expert-GEMM path (grouped call, per-expert loop)
 #   torch_moe  the PyTorch peer on moe-8e-pbb (16 layers, per-expert loop)
 #   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, 1200 steps, aux 0.01 with
 #           and without the router bias (metrics.jsonl of each; scripts/plot_moe_balance.py)
@@ -57,7 +58,7 @@ for stage in $stages; do
           tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
       done ;;
     profile)
-      for cfg in 205m-pbb 205m-full; do
+      for cfg in ${PROFILE_CONFIGS:-205m-pbb 205m-full}; do
         HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_$cfg.log"
       done ;;
     torch)
@@ -66,8 +67,12 @@ for stage in $stages; do
     moe)
       $hylo bench moe --json "$OUT/bench_moe.json" 2>&1 | tail -8 | tee -a "$summary"
       for cfg in moe-8e-pbb moe-2b-pbb; do
-        $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 --json "$OUT/bench_train_$cfg.json" 2>&1 |
-          tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
+        for path in grouped loop; do
+          echo "expert gemm: $path" >>"$summary"
+          $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 --expert-gemm $path \
+            --json "$OUT/bench_train_${cfg}_$path.json" 2>&1 |
+            tee "$OUT/bench_train_${cfg}_$path.log" | tail -1 | tee -a "$summary"
+        done
       done ;;
     torch_moe)
       python3 .peers/torch_ref.py train --layers 16 --variants moe_pbb \

@@ -40,9 +40,21 @@ struct PlanKey {
 struct Plan {
   bool use_lt = false;
   cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // cuBLAS's A (our B), B (our A), C
   cublasLtMatmulAlgo_t algo{};
 };
+
+// An expert's row count changes every step, so a product whose M or K is not a leading dimension
+// (M when A is not transposed; K when A is transposed and B is not) is planned for that size
+// rounded up to a multiple of kPlanBucket: a new size inside a bucket costs no heuristic query and
+// the cache stays small, and the choice depends on the bucket alone, so a run and its resume use
+// the same algorithm for the same size. Dense shapes are multiples already and are planned exactly.
+constexpr int kPlanBucket = 64;
+PlanKey plan_key(PlanKey k) {
+  auto bucket = [](int x) { return (x + kPlanBucket - 1) / kPlanBucket * kPlanBucket; };
+  if (!k.trans_a) k.M = bucket(k.M);
+  if (k.trans_a && !k.trans_b) k.K = bucket(k.K);
+  return k;
+}
 
 // Process-lifetime state, never destroyed (handles must not be freed after the runtime shuts
 // down at exit).
@@ -70,19 +82,30 @@ int alignment(const void* p, int64_t stride_elems, size_t elem_bytes, int batch)
   return align;
 }
 
-cublasLtMatrixLayout_t make_layout(cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld, int batch,
-                                   int64_t stride) {
-  cublasLtMatrixLayout_t layout;
-  HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, rows, cols, ld));
+void init_layout(cublasLtMatrixLayoutOpaque_t& layout, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
+                 int batch, int64_t stride) {
+  HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&layout, type, rows, cols, ld));
   if (batch > 1) {
     int32_t count = batch;
     HYLO_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-    HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+        cublasLtMatrixLayoutSetAttribute(&layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(&layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                        &stride, sizeof stride));
   }
-  return layout;
 }
+
+// cuBLAS's A (our B), B (our A) and C for the shape in k, stored shapes in column-major terms: our
+// B is (N, K) col-major when not transposed, etc. Built on the stack for every call (cheap).
+struct Layouts {
+  cublasLtMatrixLayoutOpaque_t a, b, c;
+  explicit Layouts(const PlanKey& k) {
+    init_layout(a, CUDA_R_16BF, k.trans_b ? k.K : k.N, k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.batch,
+                k.stride_b);
+    init_layout(b, CUDA_R_16BF, k.trans_a ? k.M : k.K, k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.batch,
+                k.stride_a);
+    init_layout(c, k.c_type, k.N, k.M, k.N, k.batch, k.stride_c);
+  }
+};
 
 Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   Plan plan;
@@ -93,12 +116,7 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
       cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
   HYLO_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
-  // Stored shapes in column-major terms: our B is (N, K) col-major when not transposed, etc.
-  plan.a = make_layout(CUDA_R_16BF, k.trans_b ? k.K : k.N, k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.batch,
-                       k.stride_b);
-  plan.b = make_layout(CUDA_R_16BF, k.trans_a ? k.M : k.K, k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.batch,
-                       k.stride_a);
-  plan.c = make_layout(k.c_type, k.N, k.M, k.N, k.batch, k.stride_c);
+  Layouts l(k);
 
   cublasLtMatmulPreference_t pref;
   HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -121,7 +139,7 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(lt, plan.op, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(lt, plan.op, &l.a, &l.b, &l.c, &l.c, pref, 1, &result, &found);
   HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
   // NOT_SUPPORTED (or no result) is an answer, not an error: the shape takes the cublasGemmEx path.
   if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
@@ -162,19 +180,26 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
   void*& workspace = ctx.workspace[{device, stream}];
   if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
-  auto it = ctx.plans.find(key);
+  const PlanKey planned = plan_key(key);
+  auto it = ctx.plans.find(planned);
   if (it == ctx.plans.end()) {
-    it = ctx.plans.emplace(key, make_plan(lt, key)).first;
+    it = ctx.plans.emplace(planned, make_plan(lt, planned)).first;
     ++ctx.stats.plans;
   }
   const Plan& plan = it->second;
 
   if (plan.use_lt && !ctx.force_fallback) {
-    ++ctx.stats.lt_calls;
     lock.unlock();  // plans are never erased, so `plan` stays valid
-    HYLO_CUBLAS_CHECK(cublasLtMatmul(lt, plan.op, &alpha, B, plan.a, A, plan.b, &beta, C, plan.c, C, plan.c,
-                                     &plan.algo, workspace, kWorkspaceBytes, stream));
-    return;
+    Layouts l(key);
+    const cublasStatus_t status = cublasLtMatmul(lt, plan.op, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
+                                                 &plan.algo, workspace, kWorkspaceBytes, stream);
+    lock.lock();
+    // A bucket's algorithm may refuse a smaller size inside it: that size takes the fallback.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+      HYLO_CUBLAS_CHECK(status);
+      ++ctx.stats.lt_calls;
+      return;
+    }
   }
 
   // Fallback: classic cuBLAS takes any leading dimension and alignment.

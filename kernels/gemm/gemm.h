@@ -6,8 +6,10 @@
 //   op(B) is (K,N): B stored (K,N), or (N,K) when trans_b
 //
 // beta == 0 overwrites C without reading it. Handles and a 32 MiB workspace per (device, stream)
-// are created on first use and kept; the cuBLASLt heuristic's choice is cached per shape,
-// transposition, alignment and output type, so a steady-state call is one cublasLtMatmul.
+// are created on first use and kept; the cuBLASLt heuristic's choice is cached per shape (a row
+// count that is not a leading dimension rounded up to a multiple of 64, so per-expert products of
+// changing size reuse it), transposition, alignment and output type, so a steady-state call is one
+// cublasLtMatmul.
 // Algorithms whose split-K reduction uses atomics are excluded (results are bitwise reproducible
 // run to run). Shapes cuBLASLt does not support (odd leading dimensions, misaligned pointers) go
 // to cublasGemmEx, which accepts anything, with the same semantics.

@@ -1,6 +1,8 @@
-// `hylo bench train CONFIG [--steps N] [--warmup N] [--set k=v]... [--json PATH]`: times whole
-// training steps (forward, backward, grad norm, AdamW) on synthetic tokens, so it needs no
-// corpus. Reports the median step time, tokens/s, MFU and peak device memory.
+// `hylo bench train CONFIG [--steps N] [--warmup N] [--set k=v]... [--json PATH]
+// [--expert-gemm grouped|loop]`: times whole training steps (forward, backward, grad norm, AdamW)
+// on synthetic tokens, so it needs no corpus. Reports the median step time, tokens/s, MFU and peak
+// device memory. --expert-gemm picks how CUDA MoE layers issue their expert products
+// (kernels/moe/grouped_gemm.h), to compare the two in whole steps.
 //
 // MFU = tokens/s * train_flops_per_token / peak, with train_flops_per_token =
 // 6 * matmul params (LM head included) + 12 * H * hd * mean visited keys per layer
@@ -26,6 +28,7 @@
 #include "core/cuda/allocator.h"
 #include "core/cuda/profile.h"
 #include "core/cuda/tensor_kernels.h"
+#include "kernels/moe/grouped_gemm.h"
 #endif
 
 namespace hylo {
@@ -33,7 +36,7 @@ namespace hylo {
 int run_bench_train(const Args& args) {
   HYLO_CHECK(!args.empty(), "bench train: expected a config file");
   int steps = 10, warmup = 3;
-  std::string json_path;
+  std::string json_path, expert_gemm;
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
@@ -42,9 +45,18 @@ int run_bench_train(const Args& args) {
     else if (flag == "--warmup") warmup = std::stoi(value);
     else if (flag == "--set") overrides.push_back(value);
     else if (flag == "--json") json_path = value;
+    else if (flag == "--expert-gemm") expert_gemm = value;
     else HYLO_FAIL("bench train: unknown flag '{}'", flag);
   }
   HYLO_CHECK(steps > 0 && warmup >= 0, "bench train: --steps must be positive and --warmup non-negative");
+  if (!expert_gemm.empty()) {
+    HYLO_CHECK(expert_gemm == "grouped" || expert_gemm == "loop",
+               "bench train: --expert-gemm must be 'grouped' or 'loop', got '{}'", expert_gemm);
+#if HYLO_WITH_CUDA
+    cuda::set_grouped_gemm_path(expert_gemm == "grouped" ? cuda::GroupedGemmPath::cublas_grouped
+                                                         : cuda::GroupedGemmPath::lt_loop);
+#endif
+  }
   const Config config = load_config(args[0], overrides);
   const Device device = training_device(config);
   const TrainConfig& t = config.train;
@@ -93,8 +105,9 @@ int run_bench_train(const Args& args) {
   const std::string result = fmt::format(
       "{{\"config\": \"{}\", \"device\": \"{}\", \"batch\": {}, \"seq_len\": {}, \"steps\": {}, \"step_ms\": {:.2f}, "
       "\"tokens_per_s\": {:.0f}, \"mfu\": {:.4f}, \"flops_per_token\": {:.6g}, \"peak_gib\": {:.2f}, "
-      "\"final_loss\": {:.4f}}}",
-      args[0], device_name(device), t.batch_size, T, steps, median_ms, tokens_per_s, mfu, flops, peak_gib, loss);
+      "\"final_loss\": {:.4f}, \"expert_gemm\": \"{}\"}}",
+      args[0], device_name(device), t.batch_size, T, steps, median_ms, tokens_per_s, mfu, flops, peak_gib, loss,
+      expert_gemm.empty() ? "default" : expert_gemm);
   fmt::print("{:<28} {:>10} {:>12} {:>7} {:>9}\n", "config", "step ms", "tokens/s", "mfu", "peak GiB");
   fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", args[0], median_ms, tokens_per_s, 100 * mfu, peak_gib);
   if (!json_path.empty()) std::ofstream(json_path) << result << "\n";
