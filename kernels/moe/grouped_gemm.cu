@@ -14,7 +14,7 @@
 namespace hylo::cuda {
 namespace {
 
-std::atomic<GroupedGemmPath> g_path{GroupedGemmPath::cublas_grouped};
+std::atomic<GroupedGemmPath> g_path{GroupedGemmPath::lt_loop};
 
 // Where an operand of expert e starts: base + per_row * offsets[e] + per_expert * e (elements).
 struct Operand {

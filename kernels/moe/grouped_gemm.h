@@ -18,12 +18,13 @@ struct bf16;
 
 namespace hylo::cuda {
 
-// How the E products are issued: one cublasGemmGroupedBatchedEx call for all experts (default), or
-// one cuBLASLt call per non-empty expert through kernels/gemm. `hylo bench moe` compares them. In
-// isolation (GPU time, queue kept full) the loop is faster (8 experts: 0.89 vs 0.37 of dense), but
-// in training the plan's per-layer host read-back empties the queue and the GPU then waits on the
-// host issuing E calls: moe-2b-pbb (64 experts) ran 235 ms/step grouped vs ~340 (normalised) with
-// the loop, moe-8e-pbb 160 vs ~167 (experiments/results/README.md, 2026-11-30).
+// How the E products are issued: one cuBLASLt call per non-empty expert through kernels/gemm
+// (default), or one cublasGemmGroupedBatchedEx call for all experts. `hylo bench moe` and
+// `hylo bench train --expert-gemm` compare them. The loop wins in isolation (8 experts: 0.85 vs 0.37
+// of dense forward) and in whole steps (moe-8e-pbb 131.8 vs 163.6 ms, moe-2b-pbb 220.9 vs 238.1),
+// once kernels/gemm plans a bucket of row counts instead of every exact size (before that the loop
+// queried the cuBLASLt heuristic for every expert of every layer each step and lost in training);
+// experiments/results/README.md, 2026-11-30.
 enum class GroupedGemmPath { cublas_grouped, lt_loop };
 void set_grouped_gemm_path(GroupedGemmPath path);
 GroupedGemmPath grouped_gemm_path();
