@@ -12,8 +12,9 @@
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
 #           each expert-GEMM path (grouped call, per-expert loop)
 #   torch_moe  the PyTorch peer on moe-8e-pbb (16 layers, per-expert loop)
-#   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, 1200 steps, aux 0.01 with
-#           and without the router bias (metrics.jsonl of each; scripts/plot_moe_balance.py)
+#   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, the config's batch
+#           (16 x 2048), 1000 steps, aux 0.01 plus the router bias at each rate of
+#           $BALANCE_RATES (default 0 0.001 0.003; metrics.jsonl of each; scripts/plot_moe_balance.py)
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -78,15 +79,14 @@ for stage in $stages; do
       python3 .peers/torch_ref.py train --layers 16 --variants moe_pbb \
         --deadline $(($(date +%s) + 240)) 2>&1 | tail -4 | tee -a "$summary" ;;
     balance)
-      small="--set model.n_layers=4 --set train.batch_size=8 --set train.seq_len=1024 --set train.steps=1200
-        --set train.warmup_steps=50 --set train.eval_every=0 --set train.checkpoint_every=0 --set train.log_every=1"
-      for run in aux:0 aux_bias:0.001; do
-        name=${run%%:*} rate=${run##*:}
+      small="--set model.n_layers=4 --set train.steps=1000 --set train.warmup_steps=50 --set train.eval_every=0
+        --set train.checkpoint_every=0 --set train.log_every=1"
+      for rate in ${BALANCE_RATES:-0 0.001 0.003}; do
         # shellcheck disable=SC2086  # $small is a list of flags
-        $hylo train configs/moe-8e-pbb.yaml --run-dir "/tmp/balance_$name" --overwrite $small \
+        $hylo train configs/moe-8e-pbb.yaml --run-dir "/tmp/balance_$rate" --overwrite $small \
           --set model.moe.bias_update_rate=$rate 2>&1 | tail -1 | cut -c1-100
-        mkdir -p "$OUT/balance_$name"  # metrics and config only: the final checkpoint is GBs
-        cp "/tmp/balance_$name/metrics.jsonl" "/tmp/balance_$name/config.yaml" "$OUT/balance_$name/"
+        mkdir -p "$OUT/balance_bias_$rate"  # metrics and config only: the final checkpoint is GBs
+        cp "/tmp/balance_$rate/metrics.jsonl" "/tmp/balance_$rate/config.yaml" "$OUT/balance_bias_$rate/"
       done ;;
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \

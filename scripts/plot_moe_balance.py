@@ -41,13 +41,14 @@ def read_balance(run_dir):
     return curves, config
 
 
-def summarize(curves, after):
-    """Per layer: mean, max and final max/mean over steps > after."""
+def summarize(curves, after, threshold):
+    """Per layer: mean, max, final max/mean and the share of steps above threshold, over steps > after."""
     out = {}
     for layer, points in sorted(curves.items()):
         vals = [r for s, r in points if s > after]
         if vals:
-            out[str(layer)] = {"steps": len(vals), "mean": sum(vals) / len(vals), "max": max(vals), "final": vals[-1]}
+            out[str(layer)] = {"steps": len(vals), "mean": sum(vals) / len(vals), "max": max(vals), "final": vals[-1],
+                               "share_above_threshold": sum(v > threshold for v in vals) / len(vals)}
     return out
 
 
@@ -74,7 +75,7 @@ def main():
         curves, config = read_balance(run)
         after = args.after if args.after is not None else config["train"]["warmup_steps"]
         warmups.append(after)
-        summary[label] = {"run_dir": run, "after_step": after, "layers": summarize(curves, after)}
+        summary[label] = {"run_dir": run, "after_step": after, "layers": summarize(curves, after, args.threshold)}
         for j, (layer, points) in enumerate(sorted(curves.items())):
             ax.plot(*zip(*points), styles[j % len(styles)], color=colors[i % len(colors)], linewidth=1,
                     label=f"{label}, layer {layer}")
