@@ -87,14 +87,40 @@ void run_cublas_grouped(const Family& f, int E, const int32_t* off_host, const i
   release(ptrs);
 }
 
+// Side streams for the per-expert loop. A fine-grained expert's product is too small to fill the
+// GPU (64 experts at d 1024: a 704 x 1024 weight gradient is ~44 output tiles for 132 SMs), so
+// consecutive experts go to kSideStreams streams that run concurrently, forked from and joined back
+// to the caller's stream by events. Each product is the same call on any stream: results do not
+// depend on the interleaving. Created once and kept (hylo drives one GPU per process).
+constexpr int kSideStreams = 4;
+struct SideStreams {
+  cudaStream_t stream[kSideStreams];
+  cudaEvent_t fork, join[kSideStreams];
+  SideStreams() {
+    for (int i = 0; i < kSideStreams; ++i) {
+      HYLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
+      HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&join[i], cudaEventDisableTiming));
+    }
+    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  }
+};
+
 void run_lt_loop(const Family& f, int E, const int32_t* off_host, cudaStream_t stream) {
+  static SideStreams* side = new SideStreams;  // never destroyed: streams must outlive exit-time users
+  HYLO_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+  for (int i = 0; i < kSideStreams; ++i) HYLO_CUDA_CHECK(cudaStreamWaitEvent(side->stream[i], side->fork));
+  int issued = 0;
   for (int e = 0; e < E; ++e) {
     const int64_t begin = off_host[e];
     const int rows = off_host[e + 1] - off_host[e];
     if (rows == 0) continue;
     gemm(f.trans_a, f.trans_b, f.m(rows), f.N, f.k(rows), 1.f, reinterpret_cast<const bf16*>(f.a.at(begin, e)),
          reinterpret_cast<const bf16*>(f.b.at(begin, e)), f.beta,
-         reinterpret_cast<bf16*>(const_cast<nv_bf16*>(f.c.at(begin, e))), stream);
+         reinterpret_cast<bf16*>(const_cast<nv_bf16*>(f.c.at(begin, e))), side->stream[issued++ % kSideStreams]);
+  }
+  for (int i = 0; i < kSideStreams; ++i) {
+    HYLO_CUDA_CHECK(cudaEventRecord(side->join[i], side->stream[i]));
+    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join[i]));
   }
 }
 
