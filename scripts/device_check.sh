@@ -15,6 +15,8 @@
 #   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, the config's batch
 #           (16 x 2048), 1000 steps, aux 0.01 plus the router bias at each rate of
 #           $BALANCE_RATES (default 0 0.001 0.003; metrics.jsonl of each; scripts/plot_moe_balance.py)
+#   ncu_attn  Nsight Compute on one forward + backward of each attention kernel (hd 64 and 128,
+#           swa(512) and full, T 4096): speed of light, pipes, warp stalls, occupancy
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -87,6 +89,18 @@ for stage in $stages; do
           --set model.moe.bias_update_rate=$rate 2>&1 | tail -1 | cut -c1-100
         mkdir -p "$OUT/balance_bias_$rate"  # metrics and config only: the final checkpoint is GBs
         cp "/tmp/balance_$rate/metrics.jsonl" "/tmp/balance_$rate/config.yaml" "$OUT/balance_bias_$rate/"
+      done ;;
+    ncu_attn)
+      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      for kind in swa full; do
+        for hd in 64 128; do
+          $ncu --clock-control none --kernel-name regex:attention --launch-count 8 --section SpeedOfLight \
+            --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
+            $hylo bench attention --kind $kind --hd $hd --T 4096 --B 4 --H 16 --iters 1 --warmup 0 \
+            >"$OUT/ncu_attention_${kind}_$hd.txt" 2>&1
+          grep -E "attention_|Duration|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy" \
+            "$OUT/ncu_attention_${kind}_$hd.txt" | head -60
+        done
       done ;;
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
