@@ -16,7 +16,7 @@
 #           (16 x 2048), 1000 steps, aux 0.01 plus the router bias at each rate of
 #           $BALANCE_RATES (default 0 0.001 0.003; metrics.jsonl of each; scripts/plot_moe_balance.py)
 #   ncu_attn  Nsight Compute on one forward + backward of each attention kernel (hd 64 and 128,
-#           swa(512) and full, T 4096): speed of light, pipes, warp stalls, occupancy
+#           swa(512), T 4096): speed of light, pipes, warp stalls, occupancy
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -92,7 +92,7 @@ for stage in $stages; do
       done ;;
     ncu_attn)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      for kind in swa full; do
+      for kind in swa; do
         for hd in 64 128; do
           $ncu --clock-control none --kernel-name regex:attention --launch-count 8 --section SpeedOfLight \
             --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \

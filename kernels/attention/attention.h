@@ -1,6 +1,6 @@
 // CUDA attention (SPEC §1 masks), bf16 in and out, fp32 softmax and LSE. Flash-style tiled kernels
-// on tensor cores: warpgroup MMA (wgmma) for head dim 64 in sm_90a builds, mma.sync otherwise;
-// head dims 64 and 128; MHA and GQA; any T. Plain C++ declarations so
+// on tensor cores: warpgroup MMA (wgmma) in sm_90a builds, mma.sync otherwise; head dims 64 and
+// 128; MHA and GQA; any T. Plain C++ declarations so
 // that g++-compiled callers (src/ops) can include this header.
 //
 // Shape legend: B batch, T sequence, Hq query heads, Hkv key/value heads, D head dim.

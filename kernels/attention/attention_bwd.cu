@@ -7,8 +7,9 @@
 //   3. dq:   one block per (query tile, head, batch), the forward's structure: recompute P from the
 //      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
-// bit-reproducible result (SPEC §3) without a T x T workspace. In sm_90a builds head dim 64 runs
-// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries).
+// bit-reproducible result (SPEC §3) without a T x T workspace. In sm_90a builds both head dims run
+// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries); the
+// mma.sync kernels serve the other targets.
 //
 // Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
 #include <cuda_bf16.h>
@@ -107,6 +108,7 @@ __global__ void attention_bwd_dot_kernel(const BwdParams p) {
   }
 }
 
+#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // ---- 2. dK, dV over key tiles ------------------------------------------------------------------
 // kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
 // that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators
@@ -192,8 +194,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
           for (int ks = 0; ks < D / 16; ++ks) {
-            load_frag_a<D>(k_frag[mt][ks], sK, warp * kWarpKeys + mt * 16, ks, lane);
-            load_frag_a<D>(v_frag[mt][ks], sV, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<BN>(k_frag[mt][ks], sK, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<BN>(v_frag[mt][ks], sV, warp * kWarpKeys + mt * 16, ks, lane);
           }
       }
     }
@@ -221,8 +223,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t qb[4], dob[4];
-        load_frag_b_pair<D>(qb, q_tile, ch * 16, ks, lane);
-        load_frag_b_pair<D>(dob, do_tile, ch * 16, ks, lane);
+        load_frag_b_pair<BM>(qb, q_tile, ch * 16, ks, lane);
+        load_frag_b_pair<BM>(dob, do_tile, ch * 16, ks, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           uint32_t ka[4], va[4];
@@ -230,8 +232,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
             for (int r = 0; r < 4; ++r) ka[r] = k_frag[mt][ks][r], va[r] = v_frag[mt][ks][r];
           } else {
-            load_frag_a<D>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
-            load_frag_a<D>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<BN>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
+            load_frag_a<BN>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
           }
           mma_16816(st[mt][0], ka, qb[0], qb[1]);
           mma_16816(st[mt][1], ka, qb[2], qb[3]);
@@ -268,8 +270,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         uint32_t dob[4], qb[4];
-        load_frag_b_pair_trans<D>(dob, do_tile, ch * 16, np, lane);
-        load_frag_b_pair_trans<D>(qb, q_tile, ch * 16, np, lane);
+        load_frag_b_pair_trans<BM>(dob, do_tile, ch * 16, np, lane);
+        load_frag_b_pair_trans<BM>(qb, q_tile, ch * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816(dv_acc[mt][2 * np], pa[mt], dob[0], dob[1]);
@@ -291,26 +293,36 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   }
 }
 
-#if HYLO_WGMMA
-// ---- 2'. dK, dV for head dim 64 on warpgroup MMA (sm_90a) -----------------------------------------
+#else  // HYLO_WGMMA
+// ---- 2'. dK, dV on warpgroup MMA (sm_90a), head dims 64 and 128 -----------------------------------
 // The structure of attention_bwd_dkdv_kernel with one warpgroup per 64 keys (warp w owns keys
 // 16w..16w+15, as there) and query tiles of 64 taken whole: S^T = K Q^T and dP^T = V dO^T read
 // K, V, Q and dO straight from the swizzled tiles; dV += P^T dO and dK += dS^T Q take P^T and dS^T
-// from registers and dO, Q as N-major B. The mma.sync version re-reads every operand through
-// ldmatrix into registers, which made shared memory its bottleneck.
-// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, alignment slack.
-constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes + 4 * kWgRows * 4;
+// from registers and dO, Q as N-major B (one product per 64-column half of dV, dK). The mma.sync
+// version re-reads every operand through ldmatrix into registers, which made shared memory its
+// bottleneck.
+// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, alignment
+// slack: 50 KB at hd64, 98 KB at hd128 (2 blocks per SM either way for dK/dV).
+template <int D>
+constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4;
 
+// Registers at hd128 (2 blocks of 128 threads: up to 255): dK and dV are 128 accumulator floats
+// per thread, S^T and dP^T another 64 while the scores are live; P^T and dS^T leave them as 32
+// A-fragment registers before the dV/dK products, and the score accumulators start each tile
+// overwritten (wgmma_ss, accumulate = false), so they are dead across those products. That is still
+// close to the cap (ptxas 13.0 stays spill-free down to about 240), hence the mask applied before
+// the exponentials below and load_tile's running source pointer.
+template <int D>
 __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
-  constexpr int D = 64, BN = kWgRows, BM = kWgRows, kThreads = kWgThreads;
+  constexpr int BN = kWgRows, BM = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
   // Layout: K, V; per stage Q, dO; then per stage lse, D_i (BM floats each).
-  const uint32_t sK = base, sV = base + kWgTileBytes;
-  auto sQ = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
-  auto sdO = [&](int stage) { return sQ(stage) + kWgTileBytes; };
-  float* vec_base = reinterpret_cast<float*>(smem + 6 * kWgTileBytes);
+  const uint32_t sK = base, sV = base + kTileBytes;
+  auto sQ = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
+  auto sdO = [&](int stage) { return sQ(stage) + kTileBytes; };
+  float* vec_base = reinterpret_cast<float*>(smem + 6 * kTileBytes);
   auto sLse = [&](int stage) { return vec_base + stage * 2 * BM; };
   auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
 
@@ -336,11 +348,11 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
     key_hi[half] = last_query(key_row[half]);
   }
 
-  float dk_acc[8][4], dv_acc[8][4], st[8][4], dpt[8][4];
+  float dk_acc[D / 8][4], dv_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) dk_acc[j][i] = dv_acc[j][i] = st[j][i] = dpt[j][i] = 0.f;
+    for (int i = 0; i < 4; ++i) dk_acc[j][i] = dv_acc[j][i] = 0.f;
 
   int stage = 0;
   for (int it = 0; it < iters; ++it, stage ^= 1) {
@@ -356,48 +368,66 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
     if (m0 + BM - 1 < n0 || m0 > block_hi) continue;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
 
-    // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries.
+    // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries; the head dim is
+    // the reduction, D / 16 k-steps (the first overwrites).
+    float st[BM / 8][4], dpt[BM / 8][4];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      wgmma_ss(st, sw128_desc(sK + ks * 32), sw128_desc(q_tile + ks * 32), ks > 0);
-      wgmma_ss(dpt, sw128_desc(sV + ks * 32), sw128_desc(do_tile + ks * 32), ks > 0);
+      wgmma_ss(st, kmajor_desc<BN>(sK, ks), kmajor_desc<BM>(q_tile, ks), ks > 0);
+      wgmma_ss(dpt, kmajor_desc<BN>(sV, ks), kmajor_desc<BM>(do_tile, ks), ks > 0);
     }
     wgmma_commit();
     wgmma_wait_all();
 
-    // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i); disallowed pairs give 0.
-    const bool needs_mask = !(m0 >= wk1 && m0 + BM - 1 <= wk0_hi);
+    // Disallowed pairs get S^T = -inf, so P^T and dS^T are exactly 0 (exp2(-inf - lse) = 0: lse is
+    // finite, every query sees at least itself and padded queries load 0). Masking before the
+    // exponentials, as the forward does, rather than selecting 0 after them keeps one copy of the
+    // exponential code: the selects made ptxas spill at hd128.
+    if (!(m0 >= wk1 && m0 + BM - 1 <= wk0_hi)) {
+#pragma unroll
+      for (int j = 0; j < BM / 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int half = i >> 1, t = m0 + j * 8 + 2 * c + (i & 1);
+          if (t < key_row[half] || t > key_hi[half]) st[j][i] = -INFINITY;
+        }
+    }
+
+    // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i).
     const float* lse_tile = sLse(stage);
     const float* dvec_tile = sDvec(stage);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
+    for (int j = 0; j < BM / 8; ++j) {
       const int col0 = j * 8 + 2 * c;
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + col0);
       const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int half = i >> 1, col = i & 1, t = m0 + col0 + col;
-        float pr = fast_exp2(fmaf(st[j][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
-        if (needs_mask && (t < key_row[half] || t > key_hi[half])) pr = 0.f;
+        const int col = i & 1;
+        const float pr = fast_exp2(fmaf(st[j][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
         st[j][i] = pr;
         dpt[j][i] = pr * (dpt[j][i] - (col ? dv2.y : dv2.x));
       }
     }
 
-    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step (2048 bytes of the N-major tile).
-    uint32_t pa[4][4], dsa[4][4];
+    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
+    // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK. All of P^T, dS^T become A
+    // fragments first (st, dpt die here); the fence then covers those and both accumulators.
+    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
+    for (int kk = 0; kk < BM / 16; ++kk) {
       c_to_a(pa[kk], st, kk);
       c_to_a(dsa[kk], dpt, kk);
     }
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      wgmma_rs_bn(dv_acc, pa[kk], sw128_desc(do_tile + kk * 2048));
-      wgmma_rs_bn(dk_acc, dsa[kk], sw128_desc(q_tile + kk * 2048));
-    }
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) {
+        wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
+        wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
+      }
     wgmma_commit();
     wgmma_wait_all();
   }
@@ -410,6 +440,7 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
 }
 #endif  // HYLO_WGMMA
 
+#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // ---- 3. dQ over query tiles --------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
@@ -484,8 +515,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks) {
-          load_frag_a<D>(q_frag[mt][ks], sQ, warp * kWarpRows + mt * 16, ks, lane);
-          load_frag_a<D>(do_frag[mt][ks], sdO, warp * kWarpRows + mt * 16, ks, lane);
+          load_frag_a<BM>(q_frag[mt][ks], sQ, warp * kWarpRows + mt * 16, ks, lane);
+          load_frag_a<BM>(do_frag[mt][ks], sdO, warp * kWarpRows + mt * 16, ks, lane);
         }
     }
     const int n0 = n * BN;
@@ -508,8 +539,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t kb[4], vb[4];
-        load_frag_b_pair<D>(kb, k_tile, ch * 16, ks, lane);
-        load_frag_b_pair<D>(vb, v_tile, ch * 16, ks, lane);
+        load_frag_b_pair<BN>(kb, k_tile, ch * 16, ks, lane);
+        load_frag_b_pair<BN>(vb, v_tile, ch * 16, ks, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816(s_acc[mt][0], q_frag[mt][ks], kb[0], kb[1]);
@@ -539,7 +570,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         uint32_t kb[4];
-        load_frag_b_pair_trans<D>(kb, k_tile, ch * 16, np, lane);
+        load_frag_b_pair_trans<BN>(kb, k_tile, ch * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           mma_16816(dq_acc[mt][2 * np], dsa[mt], kb[0], kb[1]);
@@ -553,19 +584,25 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
     store_rows<D>(p.dq + blk.q_off, blk.q_stride, w0 + mt * 16, T, dq_acc[mt], p.scale, p.scale, lane);
 }
 
-#if HYLO_WGMMA
-// ---- 3'. dQ for head dim 64 on warpgroup MMA (sm_90a) --------------------------------------------
+#else  // HYLO_WGMMA
+// ---- 3'. dQ on warpgroup MMA (sm_90a), head dims 64 and 128 ---------------------------------------
 // attention_bwd_dq_kernel's structure with one warpgroup per 64 queries (warp w owns rows
 // 16w..16w+15) and key tiles of 64 taken whole: S = Q K^T and dP = dO V^T read Q, dO, K and V from
-// the swizzled tiles; dQ += dS K takes dS from registers and K as an N-major B.
-__global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
-  constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
+// the swizzled tiles; dQ += dS K takes dS from registers and K as an N-major B (one product per
+// 64-column half of dQ). Blocks per SM: hd64 3 (<= 170 registers); hd128 2, which its 98 KB of
+// shared memory allows anyway.
+template <int D>
+constexpr int kWgDqMinBlocks = D == 64 ? 3 : 2;
+
+template <int D>
+__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
+  constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
   // Layout: Q, dO; then per stage K, V.
-  const uint32_t sQ = base, sdO = base + kWgTileBytes;
-  auto sK = [&](int stage) { return base + (2 + 2 * stage) * kWgTileBytes; };
-  auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
+  const uint32_t sQ = base, sdO = base + kTileBytes;
+  auto sK = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
+  auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
@@ -590,11 +627,11 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     row_dvec[half] = t < T ? p.dvec[idx] : 0.f;
   }
 
-  float dq_acc[8][4], s_acc[8][4], dp_acc[8][4];
+  float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) dq_acc[j][i] = s_acc[j][i] = dp_acc[j][i] = 0.f;
+    for (int i = 0; i < 4; ++i) dq_acc[j][i] = 0.f;
 
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
@@ -608,11 +645,13 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     const int n0 = n * BN;
     const uint32_t k_tile = sK(stage), v_tile = sV(stage);
 
+    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites).
+    float s_acc[BN / 8][4], dp_acc[BN / 8][4];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) {
-      wgmma_ss(s_acc, sw128_desc(sQ + ks * 32), sw128_desc(k_tile + ks * 32), ks > 0);
-      wgmma_ss(dp_acc, sw128_desc(sdO + ks * 32), sw128_desc(v_tile + ks * 32), ks > 0);
+      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
+      wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
     }
     wgmma_commit();
     wgmma_wait_all();
@@ -620,7 +659,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
     // P = exp(S * scale - lse); dS = P (dP - D_i); disallowed pairs give 0.
     const bool needs_mask = !(n0 + BN - 1 <= w0 && n0 >= w1_lo);
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
@@ -629,13 +668,16 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_bwd_dq_wgmma_kernel(c
         dp_acc[j][i] = pr * (dp_acc[j][i] - row_dvec[half]);
       }
 
-    // dQ += dS K, 16 keys per k-step (2048 bytes of the K tile read N-major).
-    uint32_t dsa[4][4];
+    // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
+    // into C tiles 8h..8h+7 of dQ. The fence follows the dS fragments and covers all of dq_acc.
+    uint32_t dsa[BN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) c_to_a(dsa[kk], dp_acc, kk);
+    for (int kk = 0; kk < BN / 16; ++kk) c_to_a(dsa[kk], dp_acc, kk);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_bn(dq_acc, dsa[kk], sw128_desc(k_tile + kk * 2048));
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dq_acc, h), dsa[kk], nmajor_desc<BN>(k_tile, kk, h));
     wgmma_commit();
     wgmma_wait_all();
   }
@@ -652,12 +694,14 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dot_kernel");
   }
 #if HYLO_WGMMA
-  if constexpr (D == 64) {
-    reserve_smem<attention_bwd_dkdv_wgmma_kernel>(kWgBwdSmem);
-    attention_bwd_dkdv_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
-  } else
-#endif
+  constexpr int kSmem = kWgBwdSmem<D>;
+  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
+  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
+#else
   {
     using Tr = DkvTraits<D>;
     constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
@@ -665,13 +709,6 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
   }
-#if HYLO_WGMMA
-  if constexpr (D == 64) {
-    reserve_smem<attention_bwd_dq_wgmma_kernel>(kWgBwdSmem);
-    attention_bwd_dq_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kWgBwdSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
-  } else
-#endif
   {
     using Tr = DqTraits<D>;
     constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2;
@@ -679,6 +716,7 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   }
+#endif
 }
 
 }  // namespace

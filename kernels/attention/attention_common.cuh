@@ -1,5 +1,6 @@
 // Building blocks shared by the attention kernels: mma.sync m16n8k16 bf16 fragments, ldmatrix,
-// cp.async tile loads into XOR-swizzled shared memory, and the host-side launch checks.
+// cp.async tile loads into XOR-swizzled shared memory (the one tile layout of every kernel, wgmma
+// and mma.sync alike), and the host-side launch checks.
 //
 // Fragment vocabulary (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 * g + c
 // (g = lane / 4 is the "group", c = lane % 4 the thread in group):
@@ -86,56 +87,80 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 }
 
 // ---- shared-memory tiles -----------------------------------------------------------------------
-// A tile of R rows x D bf16 columns, row-major, 16-byte chunk c of row r stored at chunk
-// c ^ (r % 8). ldmatrix reads one chunk from each of 8 consecutive rows; without the swizzle all 8
-// sit in the same banks (rows are 128 or 256 bytes apart), with it they cover all 32 banks.
-template <int D>
-__device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
-  static_assert(D % 64 == 0, "swizzle needs at least 8 chunks per row");
-  return uint32_t(row * (D * 2) + ((chunk ^ (row & 7)) << 4));
+// A tile of R rows x D bf16 columns is stored as D / 64 column halves (for D = 128: columns 0..63,
+// then 64..127), each an R x 64 row-major region of 128-byte rows at byte offset half * R * 128;
+// inside a half, 16-byte chunk c of row r sits at chunk c ^ (r % 8). For D = 64 that is one plain
+// row-major tile.
+// Why halves: a 64-column half with this XOR is exactly Hopper's 128-byte swizzle atom (8 rows x
+// 128 B) repeated down the rows, so wgmma reads it straight from shared memory (wgmma.cuh); 256-byte
+// rows are no canonical wgmma layout. The mma.sync kernels use the same tiles: ldmatrix reads one
+// chunk from each of 8 consecutive rows of one half, 128 bytes apart, and the XOR spreads those
+// over all 32 banks (without it all 8 sit in the same 4 banks).
+// R must be a multiple of 8 so that every half starts on a whole atom (R * 128 = n * 1024 bytes).
+template <int R>
+__host__ __device__ __forceinline__ constexpr uint32_t swizzled(int row, int chunk) {
+  static_assert(R % 8 == 0, "a half tile must hold whole 8-row swizzle atoms");
+  return uint32_t((chunk >> 3) * (R * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4));
 }
+// Spot checks of the arithmetic (D = 64 is the former row-major layout; chunk 9 of a 64-row tile
+// is chunk 1 of the second half, 8 KB in).
+static_assert(swizzled<64>(3, 5) == 3 * 128 + ((5 ^ 3) << 4));
+static_assert(swizzled<64>(10, 9) == 64 * 128 + 10 * 128 + ((1 ^ 2) << 4));
+static_assert(swizzled<32>(0, 15) == 32 * 128 + (7 << 4));
 
 // cp.async rows [row0, row0 + R) of a (.., T, H, D) head slice into a swizzled tile; rows >= T are
-// zero-filled, so padded queries and keys contribute exact zeros, never NaN.
+// zero-filled, so padded queries and keys contribute exact zeros, never NaN. Thread i copies chunk
+// i % (D / 8) of rows i / (D / 8) + k * kRowsPerPass: each row is one contiguous global read, and
+// every 8 consecutive threads write the 8 chunks of one 128-byte row of one half (no bank
+// conflicts). The source pointer advances by kRowsPerPass rows per pass instead of being formed
+// from (row0 + r) * row_stride: that form let the compiler hoist one 64-bit r * row_stride per pass
+// out of the kernels' tile loops, registers the hd128 wgmma dK/dV kernel cannot spare.
 template <int R, int D, int kThreads>
 __device__ __forceinline__ void load_tile(uint32_t smem_tile, const __nv_bfloat16* head_base, size_t row_stride,
                                           int row0, int T, int tid) {
-  constexpr int kChunksPerRow = D / 8, kChunks = R * kChunksPerRow;
-  static_assert(kChunks % kThreads == 0, "tile chunks must split evenly over the block");
+  static_assert(D % 64 == 0, "tiles are made of 64-column halves");
+  constexpr int kChunksPerRow = D / 8, kRowsPerPass = kThreads / kChunksPerRow;
+  static_assert(kThreads % kChunksPerRow == 0 && R % kRowsPerPass == 0, "tile rows must split evenly over the block");
+  const int r0 = tid / kChunksPerRow, c = tid % kChunksPerRow;
+  const __nv_bfloat16* src = head_base + size_t(row0 + r0) * row_stride + c * 8;  // read only for rows < T
+  const size_t step = size_t(kRowsPerPass) * row_stride;
 #pragma unroll
-  for (int i = 0; i < kChunks / kThreads; ++i) {
-    const int idx = tid + i * kThreads, r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+  for (int k = 0; k < R / kRowsPerPass; ++k, src += step) {
+    const int r = r0 + k * kRowsPerPass;
     const bool inside = row0 + r < T;
-    const __nv_bfloat16* src = inside ? head_base + size_t(row0 + r) * row_stride + c * 8 : head_base;
-    cp_async_16(smem_tile + swizzled<D>(r, c), src, inside ? 16 : 0);
+    cp_async_16(smem_tile + swizzled<R>(r, c), inside ? src : head_base, inside ? 16 : 0);
   }
 }
 
+// The fragment loaders take R, the tile's row count (which places the second half of a D = 128
+// tile); the head dim itself only bounds kstep / npair. Columns 16 * kstep.. are chunks 2 * kstep
+// and 2 * kstep + 1, always inside one half.
+
 // A fragment (16 x 16 at rows row0.., columns 16 * kstep..) of a swizzled tile, row-major use.
-template <int D>
+template <int R>
 __device__ __forceinline__ void load_frag_a(uint32_t (&a)[4], uint32_t smem_tile, int row0, int kstep, int lane) {
   // Matrices: (rows 0-7, k 0-7) a0, (rows 8-15, k 0-7) a1, (rows 0-7, k 8-15) a2, (rows 8-15, k 8-15) a3.
   const int row = row0 + (lane & 7) + (((lane >> 3) & 1) << 3);
-  ldmatrix_x4(a, smem_tile + swizzled<D>(row, kstep * 2 + (lane >> 4)));
+  ldmatrix_x4(a, smem_tile + swizzled<R>(row, kstep * 2 + (lane >> 4)));
 }
 
 // B fragments of two adjacent n-tiles when the tile holds B^T row-major (rows = n, columns = k):
 // the keys of S = Q K^T. r[0], r[1] = b0, b1 of n-tile row0..row0+7; r[2], r[3] of row0+8..row0+15.
-template <int D>
+template <int R>
 __device__ __forceinline__ void load_frag_b_pair(uint32_t (&r)[4], uint32_t smem_tile, int row0, int kstep,
                                                  int lane) {
   const int row = row0 + (lane & 7) + ((lane >> 4) << 3);
-  ldmatrix_x4(r, smem_tile + swizzled<D>(row, kstep * 2 + ((lane >> 3) & 1)));
+  ldmatrix_x4(r, smem_tile + swizzled<R>(row, kstep * 2 + ((lane >> 3) & 1)));
 }
 
 // B fragments of two adjacent n-tiles when the tile holds B row-major (rows = k, columns = n):
 // the values of O = P V. k rows row0..row0+15, n columns 16 * npair..; r[0], r[1] = b0, b1 of
 // columns 16 * npair + 0..7, r[2], r[3] of + 8..15.
-template <int D>
+template <int R>
 __device__ __forceinline__ void load_frag_b_pair_trans(uint32_t (&r)[4], uint32_t smem_tile, int row0, int npair,
                                                        int lane) {
   const int row = row0 + (lane & 7) + (((lane >> 3) & 1) << 3);
-  ldmatrix_x4_trans(r, smem_tile + swizzled<D>(row, npair * 2 + (lane >> 4)));
+  ldmatrix_x4_trans(r, smem_tile + swizzled<R>(row, npair * 2 + (lane >> 4)));
 }
 
 // The A fragment of k-step j (columns 16j..16j+15) from C tiles 2j and 2j+1, rounded to bf16.

@@ -4,8 +4,8 @@
 // two-stage cp.async pipeline in swizzled shared memory. Tile skipping: a query tile visits only
 // key tiles in [lowest_key(first query), last query]; the mask is evaluated only on tiles where
 // some of the warp's pairs are disallowed, and a warp skips the math of a tile where none is allowed.
-// In sm_90a builds head dim 64 runs attention_fwd_wgmma_kernel instead (one warpgroup per 64 rows,
-// wgmma products; see its comment); the traits below then serve head dim 128 only.
+// In sm_90a builds both head dims run attention_fwd_wgmma_kernel instead (one warpgroup per 64 rows,
+// wgmma products; see its comment); this kernel and its traits serve the other targets.
 //
 // Legend: BM query rows per block, BN keys per tile, D head dim; q_BTHD etc. as in attention.h.
 #include <cuda_bf16.h>
@@ -20,6 +20,16 @@ namespace hylo::cuda {
 namespace attn {
 namespace {
 
+struct FwdParams {
+  const __nv_bfloat16 *q, *k, *v;
+  __nv_bfloat16* out;
+  float* lse;
+  int T, Hq, Hkv, group;
+  AttnMask mask;
+  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
+};
+
+#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // Tiling: kWarps warps of 16 * kMTiles query rows each, key tiles of kBlockN, kMinBlocks resident
 // blocks per SM (the register cap). hd128 needs twice the registers per row, so 16 rows per warp.
 // Defaults are the fastest of the sweep in experiments/results/attention.md; sweeps rebuild with
@@ -33,15 +43,6 @@ namespace {
 template <int D> struct FwdTraits;
 template <> struct FwdTraits<64> : QueryTiling<HYLO_ATTN_FWD64> {};
 template <> struct FwdTraits<128> : QueryTiling<HYLO_ATTN_FWD128> {};
-
-struct FwdParams {
-  const __nv_bfloat16 *q, *k, *v;
-  __nv_bfloat16* out;
-  float* lse;
-  int T, Hq, Hkv, group;
-  AttnMask mask;
-  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
-};
 
 template <int D>
 __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-        for (int ks = 0; ks < D / 16; ++ks) load_frag_a<D>(q_frag[mt][ks], sQ, warp * kWarpRows + mt * 16, ks, lane);
+        for (int ks = 0; ks < D / 16; ++ks) load_frag_a<BM>(q_frag[mt][ks], sQ, warp * kWarpRows + mt * 16, ks, lane);
     }
     const int n0 = n * BN;
     // Warp-uniform: no allowed pair (all keys after the rows, or before the lowest key) -> skip.
@@ -114,7 +115,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
       for (int np = 0; np < BN / 16; ++np) {
         uint32_t kb[4];
-        load_frag_b_pair<D>(kb, sK(stage), np * 16, ks, lane);
+        load_frag_b_pair<BN>(kb, sK(stage), np * 16, ks, lane);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           mma_16816(s_acc[mt][2 * np], q_frag[mt][ks], kb[0], kb[1]);
@@ -173,7 +174,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
       for (int np = 0; np < D / 16; ++np) {
         uint32_t vb[4];
-        load_frag_b_pair_trans<D>(vb, sV(stage), kk * 16, np, lane);
+        load_frag_b_pair_trans<BN>(vb, sV(stage), kk * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           mma_16816(o_acc[mt][2 * np], p_frag[mt], vb[0], vb[1]);
@@ -202,22 +203,28 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   }
 }
 
-#if HYLO_WGMMA
-// Head dim 64 on warpgroup MMA (sm_90a): one warpgroup per 64 queries (warp w owns rows
+#else  // HYLO_WGMMA
+// Warpgroup MMA (sm_90a), head dims 64 and 128: one warpgroup per 64 queries (warp w owns rows
 // 16w..16w+15, its online-softmax state in registers as above), key tiles of 64. S = Q K^T reads Q
-// and K straight from the swizzled tiles; O += P V takes P from registers and V as an N-major B.
-// A warp whose rows see none of a tile still runs the warpgroup's products; its scores are masked
-// to -inf like any disallowed pair.
-constexpr int kWgFwdSmem = 1024 /* alignment slack */ + 5 * kWgTileBytes;
+// and K straight from the swizzled tiles (D / 16 k-steps); O += P V takes P from registers and V as
+// an N-major B, one product per 64-column half of O. A warp whose rows see none of a tile still
+// runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
+// Shared memory: Q, two stages of K and V, alignment slack. Blocks per SM: hd64 fits 3 (41 KB,
+// <= 170 registers); hd128 (81 KB, 64 more accumulator registers) fits 2.
+template <int D>
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + 5 * kWgTileBytes<D>;
+template <int D>
+constexpr int kWgFwdMinBlocks = D == 64 ? 3 : 2;
 
-__global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(const FwdParams p) {
-  constexpr int D = 64, BM = kWgRows, BN = kWgRows, kThreads = kWgThreads;
+template <int D>
+__global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_wgmma_kernel(const FwdParams p) {
+  constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
-  // Layout: Q, then K stage 0, V stage 0, K stage 1, V stage 1.
+  // Layout: Q, then K stage 0, V stage 0, K stage 1, V stage 1 (each 64 x D, whole KB).
   const uint32_t sQ = base;
-  auto sK = [&](int stage) { return base + (1 + 2 * stage) * kWgTileBytes; };
-  auto sV = [&](int stage) { return sK(stage) + kWgTileBytes; };
+  auto sK = [&](int stage) { return base + (1 + 2 * stage) * kTileBytes; };
+  auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
@@ -233,12 +240,12 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
 #pragma unroll
   for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
 
-  float o_acc[8][4], s_acc[8][4];
+  float o_acc[D / 8][4];  // C tile j = output columns 8j..8j+7
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max of raw scores; partial sum
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
+  for (int j = 0; j < D / 8; ++j)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) o_acc[j][i] = s_acc[j][i] = 0.f;
+    for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
 
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
@@ -251,17 +258,18 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
     }
     const int n0 = n * BN;
 
-    // S = Q K^T (raw scores, scaled inside exp2).
+    // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
+    float s_acc[BN / 8][4];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
-      wgmma_ss(s_acc, sw128_desc(sQ + ks * 32), sw128_desc(sK(stage) + ks * 32), ks > 0);
+      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
     wgmma_commit();
     wgmma_wait_all();
 
     if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
 #pragma unroll
-      for (int j = 0; j < 8; ++j)
+      for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int half = i >> 1, t = w0 + g + 8 * half, s = n0 + j * 8 + 2 * c + (i & 1);
@@ -274,7 +282,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
     for (int half = 0; half < 2; ++half) {
       float mx = row_max[half];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[j][2 * half], s_acc[j][2 * half + 1]));
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[j][2 * half], s_acc[j][2 * half + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
@@ -283,7 +291,7 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
       row_max[half] = mx;
       float sum = 0.f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < BN / 8; ++j) {
         float* sv = &s_acc[j][2 * half];
         sv[0] = fast_exp2(fmaf(sv[0], p.scale_log2, -base_log2));
         sv[1] = fast_exp2(fmaf(sv[1], p.scale_log2, -base_log2));
@@ -291,19 +299,23 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
       }
       row_sum[half] = row_sum[half] * correction + sum;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < D / 8; ++j) {
         o_acc[j][2 * half] *= correction;
         o_acc[j][2 * half + 1] *= correction;
       }
     }
 
-    // O += P V, 16 keys per k-step (2048 bytes of the V tile read N-major).
-    uint32_t p_frag[4][4];
+    // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half h
+    // of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
+    // P fragments, so it covers every register the products below read or write.
+    uint32_t p_frag[BN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_bn(o_acc, p_frag[kk], sw128_desc(sV(stage) + kk * 2048));
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
     wgmma_commit();
     wgmma_wait_all();
   }
@@ -328,20 +340,18 @@ __global__ void __launch_bounds__(kWgThreads, 3) attention_fwd_wgmma_kernel(cons
 template <int D>
 void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
 #if HYLO_WGMMA
-  if constexpr (D == 64) {
-    reserve_smem<attention_fwd_wgmma_kernel>(kWgFwdSmem);
-    attention_fwd_wgmma_kernel<<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kWgFwdSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
-  } else
+  constexpr int kSmem = kWgFwdSmem<D>;
+  reserve_smem<attention_fwd_wgmma_kernel<D>>(kSmem);
+  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
+#else
+  using Tr = FwdTraits<D>;
+  constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
+  constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
+  reserve_smem<attention_fwd_kernel<D>>(kSmem);
+  attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, B), kThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
 #endif
-  {
-    using Tr = FwdTraits<D>;
-    constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
-    constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
-    reserve_smem<attention_fwd_kernel<D>>(kSmem);
-    attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, B), kThreads, kSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
-  }
 }
 
 }  // namespace

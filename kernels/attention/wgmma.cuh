@@ -1,11 +1,19 @@
-// Hopper warpgroup MMA (wgmma, sm_90a) for the head-dim-64 attention kernels: 64 x 64 x 16 bf16
-// products with fp32 accumulators, B (and optionally A) read by the tensor cores straight from
+// Hopper warpgroup MMA (wgmma, sm_90a) for the attention kernels (head dims 64 and 128): 64 x 64 x 16
+// bf16 products with fp32 accumulators, B (and optionally A) read by the tensor cores straight from
 // shared memory. Built only when the CUDA target is sm_90a (HYLO_WGMMA, set by CMakeLists.txt).
 //
-// Why our tiles need no copy: a 64-column bf16 tile stored by load_tile<R, 64> has 128-byte rows
-// with 16-byte chunk c of row r at chunk c ^ (r % 8) (attention_common.cuh, swizzled<64>). That is
-// the hardware's 128-byte swizzle atom (8 rows x 128 B) repeated down the rows, provided the tile
-// starts on a 1024-byte boundary; the descriptor below says so.
+// Why our tiles need no copy: every 64-column half of a tile stored by load_tile (attention_common.cuh,
+// swizzled<R>) has 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8). That is the
+// hardware's 128-byte swizzle atom (8 rows x 128 B) repeated down the rows, provided the half starts
+// on a 1024-byte boundary: every tile does (align_smem_1024, and tiles are whole KB) and so does the
+// second half of a D = 128 tile (R * 128 bytes in, R a multiple of 8). The descriptor below says so.
+//
+// Head dim 128 is two such halves, so every product is still an m64n64k16:
+//   K-major operands (the head dim is the reduction): k-step ks reads columns 16ks..16ks+15, which
+//   lie in half ks / 4 at byte 32 * (ks % 4) of each row (kmajor_desc).
+//   N-major B with N = the head dim (O += P V, dV += P^T dO, dK += dS^T Q, dQ += dS K): one
+//   m64n64k16 per 64-column half, each into its own 8 C tiles of the accumulator (nmajor_desc,
+//   acc_half).
 //
 // Register layouts (PTX ISA, "Register Fragments" of wgmma .m64nNk16): warp w of the warpgroup owns
 // rows 16w..16w+15; per warp they are the mma.sync m16n8k16 layouts of attention_common.cuh, so
@@ -19,8 +27,13 @@
 namespace hylo::cuda::attn {
 
 // Every wgmma kernel here is one warpgroup working on 64-row tiles (64 queries or 64 keys: the
-// instruction's M) of head dim 64.
-constexpr int kWgThreads = 128, kWgRows = 64, kWgTileBytes = kWgRows * 64 * 2;
+// instruction's M, and its N for the score products) of head dim D.
+constexpr int kWgThreads = 128, kWgRows = 64;
+// One 64 x D bf16 tile: 8 KB (D = 64) or 16 KB (D = 128), so tiles laid end to end from a 1024-byte
+// aligned base all start on a swizzle atom.
+template <int D>
+constexpr int kWgTileBytes = kWgRows * D * 2;
+static_assert(kWgTileBytes<64> % 1024 == 0 && kWgTileBytes<128> % 1024 == 0);
 
 // The dynamic shared memory base rounded up to the 1024-byte swizzle atom (the launch reserves
 // 1024 bytes of slack).
@@ -30,17 +43,45 @@ __device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* raw) {
 }
 
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address, leading
-// byte offset, stride byte offset (all >> 4), swizzle mode 1 = 128 B in bits 62-63.
-//   K-major operand (tile rows = M or N, a row's 64 elements = K): the leading offset is unused
-//   for swizzled layouts; the stride offset steps between 8-row groups: 8 x 128 B.
-//   N-major B (tile rows = K, a row's 64 elements = N): the stride offset again steps between
+// byte offset, stride byte offset (all >> 4), swizzle mode 1 = 128 B in bits 62-63. The start is
+// always inside one 64-column half (R x 64, 128-byte rows):
+//   K-major operand (tile rows = M or N, a half row's 64 elements = K): the leading offset is
+//   unused for swizzled layouts; the stride offset steps between 8-row groups: 8 x 128 B.
+//   N-major B (tile rows = K, a half row's 64 elements = N): the stride offset again steps between
 //   8-row groups along K (1024 B); the leading offset would step to the next 64 columns of N,
-//   which a 64-wide tile does not have.
+//   which an n64 product never reads (head dim 128 issues one product per half instead).
 // A k-step inside a K-major row advances the start address by 32 bytes (16 bf16): the hardware
 // applies the swizzle to the final address bits, as for the base tile.
 __device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr) {
   constexpr uint64_t kLeading = 1, kStride = 1024 >> 4, kSwizzle128 = 1;
   return uint64_t((smem_addr & 0x3FFFF) >> 4) | (kLeading << 16) | (kStride << 32) | (kSwizzle128 << 62);
+}
+
+// Descriptor of k-step ks (columns 16ks..16ks+15) of an R-row tile read K-major (its rows are M or
+// N, its columns the reduction). The start is the address of (row 0, column 16ks): chunk 2ks of
+// row 0, which swizzled<R> puts at (ks / 4) * R * 128 (its half) + (ks % 4) * 32 (row 0: the XOR is
+// the identity). Rows 8.. follow at the 1024-byte stride, and the hardware XORs the chunk bits of
+// every address it forms, so this is the hd64 "+32 B per k-step" inside whichever half holds ks.
+template <int R>
+__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile, int ks) {
+  return sw128_desc(tile + swizzled<R>(0, 2 * ks));
+}
+// Descriptor of k-step kk (rows 16kk..16kk+15) and 64-column half h of an R-row tile read as an
+// N-major B (its rows are K, its columns N): the address of (row 16kk, column 64h), chunk 8h of row
+// 16kk = h * R * 128 + kk * 2048 (16 rows of 128 B; row % 8 = 0, no XOR). The 16 rows are two
+// 8-row atoms, 1024 B apart: the stride offset.
+template <int R>
+__device__ __forceinline__ uint64_t nmajor_desc(uint32_t tile, int kk, int h) {
+  return sw128_desc(tile + swizzled<R>(16 * kk, 8 * h));
+}
+static_assert(swizzled<64>(0, 2 * 5) == 8192 + 32 && swizzled<64>(16 * 3, 8) == 8192 + 3 * 2048);
+
+// Columns 64h..64h+63 of a 64 x D accumulator (C tiles 8h..8h+7) as the 64 x 64 accumulator of one
+// wgmma. The arrays are registers: with h a constant after unrolling this only renames them.
+template <int N>
+__device__ __forceinline__ float (&acc_half(float (&acc)[N][4], int h))[8][4] {
+  static_assert(N % 8 == 0, "accumulators are whole 64-column halves");
+  return *reinterpret_cast<float(*)[8][4]>(&acc[8 * h]);
 }
 
 // Orders this thread's register writes before wgmma reads them (accumulators, A fragments).
@@ -52,39 +93,46 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 // (async) proxy before a barrier that precedes their reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-#define HYLO_WGMMA_D32                                                                                          \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]),    \
-      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), \
-      "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), \
-      "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), \
-      "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3])
+// The 32 accumulator operands with constraint C: "+f" to accumulate, "=f" when the product
+// overwrites d (then d's previous values are dead to the compiler, which matters where a score
+// accumulator would otherwise stay live across the next products).
+#define HYLO_WGMMA_D32(C)                                                                                     \
+  C(d[0][0]), C(d[0][1]), C(d[0][2]), C(d[0][3]), C(d[1][0]), C(d[1][1]), C(d[1][2]), C(d[1][3]), C(d[2][0]), \
+      C(d[2][1]), C(d[2][2]), C(d[2][3]), C(d[3][0]), C(d[3][1]), C(d[3][2]), C(d[3][3]), C(d[4][0]),         \
+      C(d[4][1]), C(d[4][2]), C(d[4][3]), C(d[5][0]), C(d[5][1]), C(d[5][2]), C(d[5][3]), C(d[6][0]),         \
+      C(d[6][1]), C(d[6][2]), C(d[6][3]), C(d[7][0]), C(d[7][1]), C(d[7][2]), C(d[7][3])
 #define HYLO_WGMMA_D_LIST                                                                                  \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
   "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define HYLO_WGMMA_SS                                                                                       \
+  "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                             \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HYLO_WGMMA_D_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n"
 
 // d (+)= A * B, A (64 x 16) and B (16 x 64) both K-major in shared memory; accumulate = false
-// overwrites d.
+// overwrites d (scale-d = 0) and, to the compiler, d's old values are not read. The score
+// accumulators are declared per tile and start with accumulate = false, so they are dead between
+// their conversion to A fragments and the next tile's products.
 __device__ __forceinline__ void wgmma_ss(float (&d)[8][4], uint64_t desc_a, uint64_t desc_b, bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HYLO_WGMMA_D_LIST ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : HYLO_WGMMA_D32
-      : "l"(desc_a), "l"(desc_b), "r"(int(accumulate)));
+  if (accumulate)
+    asm volatile(HYLO_WGMMA_SS : HYLO_WGMMA_D32("+f") : "l"(desc_a), "l"(desc_b), "r"(1));
+  else
+    asm volatile(HYLO_WGMMA_SS : HYLO_WGMMA_D32("=f") : "l"(desc_a), "l"(desc_b), "r"(0));
 }
 
 // d += A * B, A (64 x 16) from registers (this warp's 16 rows as an A fragment), B (16 x 64) N-major
-// in shared memory (tile rows = K).
+// in shared memory (tile rows = K). For a 64 x 128 accumulator, d is acc_half(acc, h).
 __device__ __forceinline__ void wgmma_rs_bn(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " HYLO_WGMMA_D_LIST
       ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
-      : HYLO_WGMMA_D32
+      : HYLO_WGMMA_D32("+f")
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(1));
 }
 
 #undef HYLO_WGMMA_D32
 #undef HYLO_WGMMA_D_LIST
+#undef HYLO_WGMMA_SS
 
 }  // namespace hylo::cuda::attn
 #endif  // HYLO_WGMMA
