@@ -94,9 +94,9 @@ for stage in $stages; do
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       for kind in swa; do
         for hd in 64 128; do
-          $ncu --clock-control none --kernel-name regex:attention --launch-count 8 --section SpeedOfLight \
+          $ncu --clock-control none --kernel-name regex:attention --launch-count 12 --section SpeedOfLight \
             --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
-            $hylo bench attention --kind $kind --hd $hd --T 4096 --B 4 --H 16 --iters 1 --warmup 0 \
+            $hylo bench attention --kind $kind --hd $hd --T 4096 --B 4 --H 16 --iters 1 --warmup 1 \
             >"$OUT/ncu_attention_${kind}_$hd.txt" 2>&1
           grep -E "attention_|Duration|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy" \
             "$OUT/ncu_attention_${kind}_$hd.txt" | head -60
