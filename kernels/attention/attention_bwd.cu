@@ -369,16 +369,17 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
 
     // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries; the head dim is
-    // the reduction, D / 16 k-steps (the first overwrites).
+    // the reduction, D / 16 k-steps (the first overwrites). Two commit groups, so that P^T (and
+    // then dV's product) is computed while dP^T is still running on the tensor cores.
     float st[BM / 8][4], dpt[BM / 8][4];
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      wgmma_ss(st, kmajor_desc<BN>(sK, ks), kmajor_desc<BM>(q_tile, ks), ks > 0);
-      wgmma_ss(dpt, kmajor_desc<BN>(sV, ks), kmajor_desc<BM>(do_tile, ks), ks > 0);
-    }
+    for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(st, kmajor_desc<BN>(sK, ks), kmajor_desc<BM>(q_tile, ks), ks > 0);
     wgmma_commit();
-    wgmma_wait_all();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(dpt, kmajor_desc<BN>(sV, ks), kmajor_desc<BM>(do_tile, ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // S^T is done; dP^T may still run
 
     // Disallowed pairs get S^T = -inf, so P^T and dS^T are exactly 0 (exp2(-inf - lse) = 0: lse is
     // finite, every query sees at least itself and padded queries load 0). Masking before the
@@ -394,42 +395,48 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
         }
     }
 
-    // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i).
+    // P^T = exp(S^T * scale - lse), then dV += P^T dO (16 queries per k-step: rows 16kk.. of the
+    // dO tile read N-major, per 64-column half h into C tiles 8h..8h+7 of dV), issued before dS^T
+    // is formed. The fence follows the P^T fragments and covers dv_acc.
     const float* lse_tile = sLse(stage);
     const float* dvec_tile = sDvec(stage);
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
       const int col0 = j * 8 + 2 * c;
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + col0);
-      const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int col = i & 1;
-        const float pr = fast_exp2(fmaf(st[j][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
-        st[j][i] = pr;
-        dpt[j][i] = pr * (dpt[j][i] - (col ? dv2.y : dv2.x));
-      }
+      for (int i = 0; i < 4; ++i)
+        st[j][i] = fast_exp2(fmaf(st[j][i], p.scale_log2, -((i & 1) ? lse2.y : lse2.x) * kLog2e));
     }
-
-    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
-    // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK. All of P^T, dS^T become A
-    // fragments first (st, dpt die here); the fence then covers those and both accumulators.
-    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
+    uint32_t pa[BM / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) {
-      c_to_a(pa[kk], st, kk);
-      c_to_a(dsa[kk], dpt, kk);
-    }
+    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(pa[kk], st, kk);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
-      for (int h = 0; h < D / 64; ++h) {
-        wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
-        wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
-      }
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
     wgmma_commit();
-    wgmma_wait_all();
+    wgmma_wait<1>();  // dP^T is done; dV's product may still run
+
+    // dS^T = P^T (dP^T - D_i), then dK += dS^T Q as dV above.
+    uint32_t dsa[BM / 16][4];
+#pragma unroll
+    for (int j = 0; j < BM / 8; ++j) {
+      const int col0 = j * 8 + 2 * c;
+      const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dpt[j][i] = st[j][i] * (dpt[j][i] - ((i & 1) ? dv2.y : dv2.x));
+    }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(dsa[kk], dpt, kk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
+    wgmma_commit();
+    wgmma_wait_all();  // the next iteration's loads overwrite this stage's Q and dO
   }
 
   // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
@@ -645,18 +652,20 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     const int n0 = n * BN;
     const uint32_t k_tile = sK(stage), v_tile = sV(stage);
 
-    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites).
+    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), two commit groups so
+    // that P is computed while dP still runs.
     float s_acc[BN / 8][4], dp_acc[BN / 8][4];
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) {
-      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
-      wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
-    }
+    for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
     wgmma_commit();
-    wgmma_wait_all();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait<1>();  // S is done; dP may still run
 
-    // P = exp(S * scale - lse); dS = P (dP - D_i); disallowed pairs give 0.
+    // P = exp(S * scale - lse); disallowed pairs give 0. Then dS = P (dP - D_i).
     const bool needs_mask = !(n0 + BN - 1 <= w0 && n0 >= w1_lo);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -665,8 +674,13 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
         const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
         float pr = fast_exp2(fmaf(s_acc[j][i], p.scale_log2, -row_lse2[half]));
         if (needs_mask && (s < row_lo[half] || s > row[half])) pr = 0.f;
-        dp_acc[j][i] = pr * (dp_acc[j][i] - row_dvec[half]);
+        s_acc[j][i] = pr;
       }
+    wgmma_wait_all();
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) dp_acc[j][i] = s_acc[j][i] * (dp_acc[j][i] - row_dvec[i >> 1]);
 
     // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
     // into C tiles 8h..8h+7 of dQ. The fence follows the dS fragments and covers all of dq_acc.
