@@ -665,17 +665,23 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     wgmma_commit();
     wgmma_wait<1>();  // S is done; dP may still run
 
-    // P = exp(S * scale - lse); disallowed pairs give 0. Then dS = P (dP - D_i).
-    const bool needs_mask = !(n0 + BN - 1 <= w0 && n0 >= w1_lo);
+    // Disallowed pairs get S = -inf, so P = exp(S * scale - lse) is exactly 0 (lse is finite; padded
+    // rows use 0). A separate masking pass, taken only by tiles that cross a mask edge, keeps the
+    // compares off every other tile: inline, they were most of this kernel's integer work (ALU the
+    // busiest pipe in Nsight Compute). Then dS = P (dP - D_i).
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
+          if (s < row_lo[half] || s > row[half]) s_acc[j][i] = -INFINITY;
+        }
+    }
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
-        float pr = fast_exp2(fmaf(s_acc[j][i], p.scale_log2, -row_lse2[half]));
-        if (needs_mask && (s < row_lo[half] || s > row[half])) pr = 0.f;
-        s_acc[j][i] = pr;
-      }
+      for (int i = 0; i < 4; ++i) s_acc[j][i] = fast_exp2(fmaf(s_acc[j][i], p.scale_log2, -row_lse2[i >> 1]));
     wgmma_wait_all();
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
