@@ -313,7 +313,10 @@ constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4;
 // close to the cap (ptxas 13.0 stays spill-free down to about 240), hence the mask applied before
 // the exponentials below and load_tile's running source pointer.
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
+constexpr int kWgDkvMinBlocks = D == 64 ? 3 : 2;
+
+template <int D>
+__global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
   constexpr int BN = kWgRows, BM = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
@@ -369,8 +372,8 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
 
     // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries; the head dim is
-    // the reduction, D / 16 k-steps (the first overwrites). Two commit groups, so that P^T (and
-    // then dV's product) is computed while dP^T is still running on the tensor cores.
+    // the reduction, D / 16 k-steps (the first overwrites). Two commit groups, so that P^T is
+    // computed while dP^T is still running on the tensor cores.
     float st[BM / 8][4], dpt[BM / 8][4];
     wgmma_fence();
 #pragma unroll
@@ -395,46 +398,41 @@ __global__ void __launch_bounds__(kWgThreads, 2) attention_bwd_dkdv_wgmma_kernel
         }
     }
 
-    // P^T = exp(S^T * scale - lse), then dV += P^T dO (16 queries per k-step: rows 16kk.. of the
-    // dO tile read N-major, per 64-column half h into C tiles 8h..8h+7 of dV), issued before dS^T
-    // is formed. The fence follows the P^T fragments and covers dv_acc.
+    // P^T = exp(S^T * scale - lse) while dP^T may still run, then dS^T = P^T (dP^T - D_i).
     const float* lse_tile = sLse(stage);
     const float* dvec_tile = sDvec(stage);
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
-      const int col0 = j * 8 + 2 * c;
-      const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + col0);
+      const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + j * 8 + 2 * c);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
         st[j][i] = fast_exp2(fmaf(st[j][i], p.scale_log2, -((i & 1) ? lse2.y : lse2.x) * kLog2e));
     }
-    uint32_t pa[BM / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(pa[kk], st, kk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
-    wgmma_commit();
-    wgmma_wait<1>();  // dP^T is done; dV's product may still run
-
-    // dS^T = P^T (dP^T - D_i), then dK += dS^T Q as dV above.
-    uint32_t dsa[BM / 16][4];
+    wgmma_wait_all();
 #pragma unroll
     for (int j = 0; j < BM / 8; ++j) {
-      const int col0 = j * 8 + 2 * c;
-      const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + col0);
+      const float2 dv2 = *reinterpret_cast<const float2*>(dvec_tile + j * 8 + 2 * c);
 #pragma unroll
       for (int i = 0; i < 4; ++i) dpt[j][i] = st[j][i] * (dpt[j][i] - ((i & 1) ? dv2.y : dv2.x));
     }
+
+    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
+    // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK. All of P^T, dS^T become A
+    // fragments first (st, dpt die here); the fence then covers those and both accumulators.
+    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk) c_to_a(dsa[kk], dpt, kk);
+    for (int kk = 0; kk < BM / 16; ++kk) {
+      c_to_a(pa[kk], st, kk);
+      c_to_a(dsa[kk], dpt, kk);
+    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk)
 #pragma unroll
-      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
+      for (int h = 0; h < D / 64; ++h) {
+        wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
+        wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
+      }
     wgmma_commit();
     wgmma_wait_all();  // the next iteration's loads overwrite this stage's Q and dO
   }
