@@ -8,8 +8,9 @@
 //      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
 // bit-reproducible result (SPEC §3) without a T x T workspace. In sm_90a builds both head dims run
-// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries); the
-// mma.sync kernels serve the other targets.
+// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries) in the order
+// 3, 2, and the dq kernel computes its rows' D_i itself (writing them for dkdv), which saves launch
+// 1 and its pass over dO and O; the mma.sync kernels serve the other targets.
 //
 // Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
 #include <cuda_bf16.h>
@@ -78,6 +79,7 @@ struct KeyBlock {
   }
 };
 
+#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a (the wgmma dQ kernel computes D_i itself)
 // ---- 1. D_i = rowsum(dO * O) -------------------------------------------------------------------
 // D / 8 lanes per row, 16 bytes each; rows are (b, t, h) in memory order.
 template <int D>
@@ -108,7 +110,6 @@ __global__ void attention_bwd_dot_kernel(const BwdParams p) {
   }
 }
 
-#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // ---- 2. dK, dV over key tiles ------------------------------------------------------------------
 // kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
 // that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators
@@ -603,8 +604,9 @@ template <int D>
 __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base = smem_u32(align_smem_1024(smem_raw));
-  // Layout: Q, dO; then per stage K, V.
+  unsigned char* smem = align_smem_1024(smem_raw);
+  const uint32_t base = smem_u32(smem);
+  // Layout: Q, dO; then per stage K, V; then BM floats of D_i.
   const uint32_t sQ = base, sdO = base + kTileBytes;
   auto sK = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
@@ -615,8 +617,42 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
 
   load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
   load_tile<BM, D, kThreads>(sdO, p.dout + blk.q_off, blk.q_stride, m0, T, tid);
+  cp_async_commit();
   blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
+
+  // D_i = rowsum(dO * O) of this block's rows, here rather than in a launch of its own: two threads
+  // per row, each half of the head dim (dO from the tile just loaded, O from global memory). It is
+  // written out for the dK/dV kernel, which runs after this one.
+  float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
+  cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
+  __syncthreads();
+  {
+    const int r = tid >> 1, part = tid & 1, t = m0 + r;
+    float dot = 0.f;
+    if (t < T) {
+      const __nv_bfloat16* o_row = p.out + blk.q_off + size_t(t) * blk.q_stride;
+#pragma unroll
+      for (int k = 0; k < D / 16; ++k) {
+        const int chunk = part * (D / 16) + k;
+        const uint4 o4 = *reinterpret_cast<const uint4*>(o_row + chunk * 8);
+        const uint4 d4 = *reinterpret_cast<const uint4*>(smem + kTileBytes + swizzled<BM>(r, chunk));
+        const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+        const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
+          dot = fmaf(of.x, df.x, fmaf(of.y, df.y, dot));
+        }
+      }
+    }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    if (part == 0) {
+      s_dvec[r] = dot;
+      if (t < T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * T + t] = dot;
+    }
+  }
+  __syncthreads();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
@@ -627,9 +663,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     const int t = w0 + g + 8 * half;
     row[half] = t;
     row_lo[half] = int(p.mask.lowest_key(t));
-    const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
-    row_lse2[half] = t < T ? p.lse[idx] * kLog2e : 0.f;
-    row_dvec[half] = t < T ? p.dvec[idx] : 0.f;
+    row_lse2[half] = t < T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * T + t] * kLog2e : 0.f;
+    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows (dO is zero-filled there)
   }
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
@@ -705,21 +740,22 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
 
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
+#if HYLO_WGMMA
+  // dQ first: it also writes the D_i that dK/dV reads.
+  constexpr int kSmem = kWgBwdSmem<D>;
+  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
+  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
+#else
   {
     constexpr int kThreads = 256, kRowsPerBlock = kThreads / (D / 8);
     const long long rows = (long long)p.B * p.T * p.Hq;
     attention_bwd_dot_kernel<D><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(p);
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dot_kernel");
   }
-#if HYLO_WGMMA
-  constexpr int kSmem = kWgBwdSmem<D>;
-  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kSmem);
-  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
-  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
-  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
-#else
   {
     using Tr = DkvTraits<D>;
     constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
