@@ -10,7 +10,7 @@
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
-#           each expert-GEMM path (grouped call, per-expert loop)
+#           each expert-GEMM path of $MOE_PATHS (default: grouped loop)
 #   torch_moe  the PyTorch peer on moe-8e-pbb (16 layers, per-expert loop)
 #   balance MoE load balance on the real corpus: moe-8e-pbb at 4 layers, the config's batch
 #           (16 x 2048), 1000 steps, aux 0.01 plus the router bias at each rate of
@@ -70,7 +70,7 @@ for stage in $stages; do
     moe)
       $hylo bench moe --json "$OUT/bench_moe.json" 2>&1 | tail -8 | tee -a "$summary"
       for cfg in moe-8e-pbb moe-2b-pbb; do
-        for path in grouped loop; do
+        for path in ${MOE_PATHS:-grouped loop}; do
           echo "expert gemm: $path" >>"$summary"
           $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 --expert-gemm $path \
             --json "$OUT/bench_train_${cfg}_$path.json" 2>&1 |

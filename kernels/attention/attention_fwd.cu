@@ -209,30 +209,77 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 // and K straight from the swizzled tiles (D / 16 k-steps); O += P V takes P from registers and V as
 // an N-major B, one product per 64-column half of O. A warp whose rows see none of a tile still
 // runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
-// Shared memory: Q, two stages of K and V, alignment slack. Blocks per SM: hd64 fits 3 (41 KB,
-// <= 170 registers); hd128 (81 KB, 64 more accumulator registers) fits 2.
+//
+// Shared memory: Q, K stage 0, K stage 1, then kWgFwdVStages<D> V buffers (each 64 x D, whole KB),
+// plus alignment slack. Both head dims are built for at least 3 blocks (12 warps) per SM:
+//   hd128 (16 KB tiles): with two V stages (81 KB) only 2 blocks fit, and at 8 warps per SM the
+//   kernel was latency bound (Nsight Compute: issue slots ~41% busy). One V buffer makes it 65 KB,
+//   3 blocks. The price: V(n) can be loaded only once the previous tile's P V product has read the
+//   buffer, so its load hides under this tile's S = Q K^T and softmax instead of a whole
+//   iteration, and a second barrier per tile makes it visible before P V.
+//   hd64 (8 KB tiles) keeps two V stages: at 41 KB its blocks are bound by registers, not shared
+//   memory, so one V buffer would win it no block and only add that barrier and a shorter prefetch.
 template <int D>
-constexpr int kWgFwdSmem = 1024 /* alignment slack */ + 5 * kWgTileBytes<D>;
+constexpr int kWgFwdVStages = D == 128 ? 1 : 2;
 template <int D>
-constexpr int kWgFwdMinBlocks = D == 64 ? 3 : 2;
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (3 + kWgFwdVStages<D>) * kWgTileBytes<D>;
+template <int D>
+constexpr int kWgFwdMinBlocks = 3;
+// An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
+static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
+                  kWgFwdMinBlocks<128> * (kWgFwdSmem<128> + 1024) <= 228 * 1024,
+              "the forward's shared memory must fit kWgFwdMinBlocks blocks per SM");
 
 template <int D>
 __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_wgmma_kernel(const FwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
+  constexpr bool kOneV = kWgFwdVStages<D> == 1;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
-  // Layout: Q, then K stage 0, V stage 0, K stage 1, V stage 1 (each 64 x D, whole KB).
+  // Layout: Q, K stage 0, K stage 1, V stage 0 (, V stage 1); with one V buffer every stage is it.
   const uint32_t sQ = base;
-  auto sK = [&](int stage) { return base + (1 + 2 * stage) * kTileBytes; };
-  auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
+  auto sK = [&](int stage) { return base + (1 + stage) * kTileBytes; };
+  auto sV = [&](int stage) { return base + (3 + (kOneV ? 0 : stage)) * kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
+  // cp.async of key tile n's K or V rows (zeros past T).
+  auto load_k = [&](int n, int stage) {
+    load_tile<BN, D, kThreads>(sK(stage), p.k + blk.kv_off, blk.kv_stride, n * BN, T, tid);
+  };
+  auto load_v = [&](int n, int stage) {
+    load_tile<BN, D, kThreads>(sV(stage), p.v + blk.kv_off, blk.kv_stride, n * BN, T, tid);
+  };
 
+  // cp.async groups. Each thread waits for its own groups, which complete in commit order; all
+  // threads commit the same sequence, so a wait, fence_proxy_async (the tensor cores read through
+  // the async proxy) and a barrier make a group's tiles complete and visible for the whole block.
+  // Tile n uses K stage `stage`.
+  //   Two V stages (hd64): group KV(n) = {K(n), V(n)} (the prologue's also holds Q), committed a
+  //     tile ahead. Top of iteration n: in flight {KV(n)} -> wait_group 0; the barrier also says
+  //     every thread has waited for tile n + 1's products, so stage^1 may be refilled.
+  //   One V buffer (hd128): the prologue commits {Q, K(n_last)}, then {V(n_last)}.
+  //     Top of iteration n: in flight {QK(n_last), V(n_last)} if n = n_last -> wait_group 1 (Q and
+  //       K landed, V may still be in flight); else {K(n)} (V(n + 1) landed before P V(n + 1))
+  //       -> wait_group 0. After the barrier every thread has passed its wait for S(n + 1) and
+  //       P V(n + 1), so K stage^1 and the V buffer are free: commit {V(n)} (n < n_last), then
+  //       {K(n - 1)} (n > n_first; nothing past n_first). In flight: {V(n), K(n - 1)}, or {V(n)}
+  //       when n = n_first.
+  //     Before P V(n): wait_group 1 if n > n_first, else 0 -> V(n) landed (K(n - 1), committed
+  //       after it, may not have); fence + barrier.
+  //     After the loop nothing is in flight.
+  //   V(n) is issued after the top barrier rather than after a barrier of its own at the end of
+  //   iteration n + 1: that barrier would be the top one, one wait for K(n) earlier (K(n) was
+  //   committed a tile before, so the wait is short), and each tile would pay three barriers.
   load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
-  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
+  load_k(n_last, 0);
+  if constexpr (!kOneV) load_v(n_last, 0);
   cp_async_commit();
+  if constexpr (kOneV) {  // a group of its own: the first S product waits only for Q and K
+    load_v(n_last, 0);
+    cp_async_commit();
+  }
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
@@ -249,11 +296,21 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
 
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
-    cp_async_wait_all();
+    if (kOneV && n == n_last)
+      cp_async_wait_group<1>();
+    else
+      cp_async_wait_all();
     fence_proxy_async();
-    __syncthreads();  // tile n visible to all; everyone done with stage^1 from the previous step
+    __syncthreads();  // K(n) (two V stages: and V(n)) visible; all done with the buffers refilled below
+    if constexpr (kOneV) {
+      if (n < n_last) {
+        load_v(n, 0);
+        cp_async_commit();
+      }
+    }
     if (n > n_first) {
-      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
+      load_k(n - 1, stage ^ 1);
+      if constexpr (!kOneV) load_v(n - 1, stage ^ 1);
       cp_async_commit();
     }
     const int n0 = n * BN;
@@ -311,6 +368,14 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
     uint32_t p_frag[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    if constexpr (kOneV) {  // V(n), loaded under S and the softmax (see the group accounting above)
+      if (n > n_first)
+        cp_async_wait_group<1>();
+      else
+        cp_async_wait_all();
+      fence_proxy_async();
+      __syncthreads();
+    }
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
