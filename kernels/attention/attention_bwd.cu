@@ -1,16 +1,16 @@
-// Attention backward, deterministic (no atomics), in three launches:
-//   1. dot:  D_i = rowsum(dO * O) per query row, fp32, into the workspace.
+// Attention backward, deterministic (no atomics), in two launches:
+//   1. dq:   one block per (query tile, head, batch), the forward's structure: D_i = rowsum(dO * O)
+//      of its rows first (written out for dkdv), then recompute P from the saved lse,
+//      dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 //   2. dkdv: one block per (key tile, kv head, batch). Each warp owns 16 * kMTiles keys and
 //      computes the transposed products S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T land in
 //      registers in exactly the A-fragment layout that dV += P^T dO and dK += dS^T Q need. All
 //      query heads of the kv head's group are visited in a fixed order: GQA needs no reduction.
-//   3. dq:   one block per (query tile, head, batch), the forward's structure: recompute P from the
-//      saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
-// bit-reproducible result (SPEC §3) without a T x T workspace. In sm_90a builds both head dims run
-// the wgmma versions of 2 and 3 (same structure, one warpgroup per 64 keys or queries) in the order
-// 3, 2, and the dq kernel computes its rows' D_i itself (writing them for dkdv), which saves launch
-// 1 and its pass over dO and O; the mma.sync kernels serve the other targets.
+// bit-reproducible result (SPEC §3) without a T x T workspace. Computing D_i inside dq (which has
+// the dO tile in shared memory anyway) saves a launch and a pass over dO. In sm_90a builds both
+// head dims run the wgmma versions (same structure, one warpgroup per 64 keys or queries); the
+// mma.sync kernels serve the other targets.
 //
 // Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
 #include <cuda_bf16.h>
@@ -79,38 +79,41 @@ struct KeyBlock {
   }
 };
 
-#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a (the wgmma dQ kernel computes D_i itself)
-// ---- 1. D_i = rowsum(dO * O) -------------------------------------------------------------------
-// D / 8 lanes per row, 16 bytes each; rows are (b, t, h) in memory order.
-template <int D>
-__global__ void attention_bwd_dot_kernel(const BwdParams p) {
-  constexpr int kLanesPerRow = D / 8;
-  const long long rows = (long long)p.B * p.T * p.Hq;
-  const long long row = (long long)(blockIdx.x * blockDim.x + threadIdx.x) / kLanesPerRow;
-  const int part = threadIdx.x % kLanesPerRow;
-  float acc = 0.f;
-  if (row < rows) {
-    const uint4 o4 = *reinterpret_cast<const uint4*>(p.out + row * D + part * 8);
-    const uint4 d4 = *reinterpret_cast<const uint4*>(p.dout + row * D + part * 8);
-    const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
-    const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+// D_i = rowsum(dO * O) of a query block's rows [m0, m0 + BM), computed by the dQ kernel that owns
+// them (it has the dO tile in shared memory already): two threads per row, each half of the head
+// dim, O read from global memory. Written to p.dvec for the dK/dV kernel, which runs after dQ, and
+// to dvec_smem (BM floats) for the block itself; padded rows get 0 (their dO is zero-filled).
+template <int BM, int D, int kThreads>
+__device__ __forceinline__ void block_row_dots(const BwdParams& p, size_t q_off, size_t q_stride, int h, int b, int m0,
+                                               const unsigned char* do_tile, float* dvec_smem, int tid) {
+  static_assert(kThreads == 2 * BM, "two threads per row");
+  const int r = tid >> 1, part = tid & 1, t = m0 + r;
+  float dot = 0.f;
+  if (t < p.T) {
+    const __nv_bfloat16* o_row = p.out + q_off + size_t(t) * q_stride;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
-      acc = fmaf(of.x, df.x, fmaf(of.y, df.y, acc));
+    for (int k = 0; k < D / 16; ++k) {
+      const int chunk = part * (D / 16) + k;
+      const uint4 o4 = *reinterpret_cast<const uint4*>(o_row + chunk * 8);
+      const uint4 d4 = *reinterpret_cast<const uint4*>(do_tile + swizzled<BM>(r, chunk));
+      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+      const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
+        dot = fmaf(of.x, df.x, fmaf(of.y, df.y, dot));
+      }
     }
   }
-#pragma unroll
-  for (int offset = kLanesPerRow / 2; offset > 0; offset /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, offset);
-  if (row < rows && part == 0) {
-    const int h = int(row % p.Hq);
-    const long long bt = row / p.Hq;
-    const int t = int(bt % p.T), b = int(bt / p.T);
-    p.dvec[(size_t(b) * p.Hq + h) * p.T + t] = acc;
+  dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+  if (part == 0) {
+    dvec_smem[r] = dot;
+    if (t < p.T) p.dvec[(size_t(b) * p.Hq + h) * p.T + t] = dot;
   }
 }
 
-// ---- 2. dK, dV over key tiles ------------------------------------------------------------------
+#if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
+// ---- dK, dV over key tiles ----------------------------------------------------------------------
 // kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
 // that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators
 // (and, with kKVInRegs, to K/V fragments loaded once). kMTiles = 2 would let each Q/dO fragment read
@@ -295,7 +298,7 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 }
 
 #else  // HYLO_WGMMA
-// ---- 2'. dK, dV on warpgroup MMA (sm_90a), head dims 64 and 128 -----------------------------------
+// ---- dK, dV on warpgroup MMA (sm_90a), head dims 64 and 128 -----------------------------------
 // The structure of attention_bwd_dkdv_kernel with one warpgroup per 64 keys (warp w owns keys
 // 16w..16w+15, as there) and query tiles of 64 taken whole: S^T = K Q^T and dP^T = V dO^T read
 // K, V, Q and dO straight from the swizzled tiles; dV += P^T dO and dK += dS^T Q take P^T and dS^T
@@ -449,7 +452,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_
 #endif  // HYLO_WGMMA
 
 #if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
-// ---- 3. dQ over query tiles --------------------------------------------------------------------
+// ---- dQ over query tiles ------------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
 // Defaults from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
@@ -471,10 +474,11 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   constexpr int BM = Tr::kWarps * kWarpRows, BN = Tr::kBlockN;
   constexpr int kQBytes = BM * D * 2, kTileBytes = BN * D * 2;
   extern __shared__ __align__(128) unsigned char smem[];
-  // Layout: Q, dO (BM x D); then per stage K, V (BN x D).
+  // Layout: Q, dO (BM x D); then per stage K, V (BN x D); then BM floats of D_i.
   const uint32_t sQ = smem_u32(smem), sdO = sQ + kQBytes;
   auto sK = [&](int stage) { return sQ + 2 * kQBytes + stage * 2 * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
+  float* s_dvec = reinterpret_cast<float*>(smem + 2 * kQBytes + 4 * kTileBytes);
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
@@ -482,8 +486,13 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 
   load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
   load_tile<BM, D, kThreads>(sdO, p.dout + blk.q_off, blk.q_stride, m0, T, tid);
+  cp_async_commit();
   blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
+  cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
+  __syncthreads();
+  block_row_dots<BM, D, kThreads>(p, blk.q_off, blk.q_stride, blk.h, blk.b, m0, smem + kQBytes, s_dvec, tid);
+  __syncthreads();
 
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
   const int w0_lo = int(p.mask.lowest_key(w0)), w1_lo = int(p.mask.lowest_key(w1));
@@ -498,7 +507,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       row_lo[mt][half] = int(p.mask.lowest_key(t));
       const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
       row_lse2[mt][half] = t < T ? p.lse[idx] * kLog2e : 0.f;
-      row_dvec[mt][half] = t < T ? p.dvec[idx] : 0.f;
+      row_dvec[mt][half] = s_dvec[warp * kWarpRows + mt * 16 + g + 8 * half];
     }
 
   uint32_t q_frag[MT][D / 16][4], do_frag[MT][D / 16][4];
@@ -593,7 +602,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 }
 
 #else  // HYLO_WGMMA
-// ---- 3'. dQ on warpgroup MMA (sm_90a), head dims 64 and 128 ---------------------------------------
+// ---- dQ on warpgroup MMA (sm_90a), head dims 64 and 128 ---------------------------------------
 // attention_bwd_dq_kernel's structure with one warpgroup per 64 queries (warp w owns rows
 // 16w..16w+15) and key tiles of 64 taken whole: S = Q K^T and dP = dO V^T read Q, dO, K and V from
 // the swizzled tiles; dQ += dS K takes dS from registers and K as an N-major B (one product per
@@ -623,37 +632,10 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
   blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
 
-  // D_i = rowsum(dO * O) of this block's rows, here rather than in a launch of its own: two threads
-  // per row, each half of the head dim (dO from the tile just loaded, O from global memory). It is
-  // written out for the dK/dV kernel, which runs after this one.
   float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();
-  {
-    const int r = tid >> 1, part = tid & 1, t = m0 + r;
-    float dot = 0.f;
-    if (t < T) {
-      const __nv_bfloat16* o_row = p.out + blk.q_off + size_t(t) * blk.q_stride;
-#pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
-        const int chunk = part * (D / 16) + k;
-        const uint4 o4 = *reinterpret_cast<const uint4*>(o_row + chunk * 8);
-        const uint4 d4 = *reinterpret_cast<const uint4*>(smem + kTileBytes + swizzled<BM>(r, chunk));
-        const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
-        const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float2 of = __bfloat1622float2(o2[i]), df = __bfloat1622float2(d2[i]);
-          dot = fmaf(of.x, df.x, fmaf(of.y, df.y, dot));
-        }
-      }
-    }
-    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-    if (part == 0) {
-      s_dvec[r] = dot;
-      if (t < T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * T + t] = dot;
-    }
-  }
+  block_row_dots<BM, D, kThreads>(p, blk.q_off, blk.q_stride, blk.h, blk.b, m0, smem + kTileBytes, s_dvec, tid);
   __syncthreads();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
@@ -742,8 +724,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
 
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
-#if HYLO_WGMMA
   // dQ first: it also writes the D_i that dK/dV reads.
+#if HYLO_WGMMA
   constexpr int kSmem = kWgBwdSmem<D>;
   reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
   attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
@@ -753,10 +735,11 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
   HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
 #else
   {
-    constexpr int kThreads = 256, kRowsPerBlock = kThreads / (D / 8);
-    const long long rows = (long long)p.B * p.T * p.Hq;
-    attention_bwd_dot_kernel<D><<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), kThreads, 0, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dot_kernel");
+    using Tr = DqTraits<D>;
+    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2 + BM * 4;
+    reserve_smem<attention_bwd_dq_kernel<D>>(kSmem);
+    attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   }
   {
     using Tr = DkvTraits<D>;
@@ -764,13 +747,6 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
     reserve_smem<attention_bwd_dkdv_kernel<D>>(kSmem);
     attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
-  }
-  {
-    using Tr = DqTraits<D>;
-    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2;
-    reserve_smem<attention_bwd_dq_kernel<D>>(kSmem);
-    attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   }
 #endif
 }
