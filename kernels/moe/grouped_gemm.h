@@ -18,13 +18,15 @@ struct bf16;
 
 namespace hylo::cuda {
 
-// How the E products are issued: one cuBLASLt call per non-empty expert through kernels/gemm
-// (default), or one cublasGemmGroupedBatchedEx call for all experts. `hylo bench moe` and
-// `hylo bench train --expert-gemm` compare them. The loop wins in isolation (8 experts: 0.85 vs 0.37
-// of dense forward) and in whole steps (moe-8e-pbb 131.8 vs 163.6 ms, moe-2b-pbb 220.9 vs 238.1),
-// once kernels/gemm plans a bucket of row counts instead of every exact size (before that the loop
-// queried the cuBLASLt heuristic for every expert of every layer each step and lost in training);
-// experiments/results/README.md, 2026-11-30.
+// How the E products are issued: one cuBLASLt call per non-empty expert through kernels/gemm,
+// consecutive experts on four side streams (default), or one cublasGemmGroupedBatchedEx call for
+// all experts. `hylo bench moe` and `hylo bench train --expert-gemm` compare them. The loop wins in
+// whole steps (moe-8e-pbb 131.8 vs 163.6 ms, moe-2b-pbb 220.9 vs 238.1 on one stream; 128.8 and
+// 206.1 ms with the side streams) once kernels/gemm plans a bucket of row counts instead of every
+// exact size (before that the loop queried the cuBLASLt heuristic for every expert of every layer
+// each step and lost in training). In isolation: 8 experts 0.88 vs 0.40 of dense forward; 64 small
+// experts at d 1024 (~5 us products) are bound by the host issuing them, 0.33 vs 0.37
+// (experiments/results/README.md, 2026-11-30).
 enum class GroupedGemmPath { cublas_grouped, lt_loop };
 void set_grouped_gemm_path(GroupedGemmPath path);
 GroupedGemmPath grouped_gemm_path();
