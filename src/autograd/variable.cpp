@@ -42,6 +42,21 @@ void Var::accumulate_grad(const Tensor& g) {
   node_->grad.add_(g);
 }
 
+GradTarget::GradTarget(Var& input, const Shape& shape, const char* what, bool zeroed, bool contiguous)
+    : input_(input), wanted_(input.requires_grad()) {
+  accumulate_ = wanted_ && input.has_grad() && (!contiguous || input.mutable_grad().is_contiguous());
+  if (accumulate_) {
+    tensor_ = input.mutable_grad();
+  } else if (wanted_) {
+    const Tensor& v = input.value();
+    tensor_ = zeroed ? Tensor::zeros(shape, v.dtype(), v.device(), what) : Tensor::empty(shape, v.dtype(), v.device(), what);
+  }
+}
+
+void GradTarget::finish() {
+  if (wanted_ && !accumulate_) input_.accumulate_grad(tensor_);
+}
+
 void Var::backward() {
   HYLO_CHECK(value().numel() == 1, "backward() needs a scalar, got shape {}", shape_str(shape()));
   Tensor seed = Tensor::empty(shape(), value().dtype(), value().device(), "loss grad");

@@ -62,6 +62,26 @@ class Var {
   std::shared_ptr<Node> node_;
 };
 
+// Where a backward closure writes one input's gradient. When the input already has one (later
+// micro-batches, a second reader of the same tensor) the kernel adds straight into it
+// (accumulate(): beta = 1) instead of writing a temporary that is then added; otherwise it writes a
+// new buffer that finish() hands to the input. Not wanted() when the input needs no gradient.
+class GradTarget {
+ public:
+  // zeroed: the new buffer starts at zero, for kernels that always add (scatter-adds, row sums).
+  // contiguous: add into an existing gradient only if it is contiguous (else: new buffer + add).
+  GradTarget(Var& input, const Shape& shape, const char* what, bool zeroed = false, bool contiguous = false);
+  bool wanted() const { return wanted_; }
+  bool accumulate() const { return accumulate_; }
+  Tensor& tensor() { return tensor_; }
+  void finish();
+
+ private:
+  Var& input_;
+  bool wanted_, accumulate_;
+  Tensor tensor_;
+};
+
 bool grad_enabled();
 // True while Var::backward() runs the backward closures (op profiling tells phases apart).
 bool in_backward();

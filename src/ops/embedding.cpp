@@ -28,10 +28,11 @@ Var embedding(const Tensor& ids, const Var& table) {
     });
   }
   return Var::from_op(out, {table}, [ids, N, V, D](const Tensor& g, std::vector<Var>& in) {
-    // Both backends accumulate into the table gradient: into the existing one when there is
-    // one (tied LM head, earlier micro-batches), else into zeros.
-    const bool fresh = !in[0].has_grad();
-    Tensor dW = fresh ? Tensor::zeros({V, D}, g.dtype(), g.device(), "embedding grad") : in[0].mutable_grad();
+    // Both backends add into the table gradient: the existing one (tied LM head, earlier
+    // micro-batches) or zeros.
+    GradTarget target(in[0], {V, D}, "embedding grad", /*zeroed=*/true);
+    if (!target.wanted()) return;
+    Tensor& dW = target.tensor();
     if (!on_cuda(g, "embedding", [&] {
 #if HYLO_WITH_CUDA
           cuda::embedding_backward(N, V, D, ids.data<int32_t>(), g.data<bf16>(), dW.data<bf16>(), cuda::stream());
@@ -42,7 +43,7 @@ Var embedding(const Tensor& ids, const Var& table) {
         cpu::embedding_backward<T>(N, V, D, ids.data<int32_t>(), g.data<T>(), dW.data<T>());
       });
     }
-    if (fresh) in[0].accumulate_grad(dW);
+    target.finish();
   });
 }
 

@@ -36,24 +36,13 @@ Var linear(const Var& x, const Var& w) {
   Tensor Y = Tensor::empty({N, out}, X.dtype(), X.device(), "linear output");
   matmul_into(false, true, N, out, in, X, W, Y, false);
   return Var::from_op(Y, {x, w}, [N, in, out](const Tensor& dY, std::vector<Var>& inputs) {
-    const Tensor& X = inputs[0].value();
-    const Tensor& W = inputs[1].value();
-    if (inputs[0].requires_grad() && inputs[0].has_grad()) {
-      // A second reader of x (q, k, v read the same normed x) adds into its gradient: beta = 1.
-      matmul_into(false, false, N, in, out, dY, W, inputs[0].mutable_grad(), true);  // dX += dY @ W
-    } else if (inputs[0].requires_grad()) {
-      Tensor dX = Tensor::empty({N, in}, X.dtype(), X.device(), "linear dx");
-      matmul_into(false, false, N, in, out, dY, W, dX, false);  // dX = dY @ W
-      inputs[0].accumulate_grad(dX);
-    }
-    if (inputs[1].requires_grad() && inputs[1].has_grad()) {
-      // Later micro-batches (and the tied embedding) add straight into the gradient: beta = 1.
-      matmul_into(true, false, out, in, N, dY, X, inputs[1].mutable_grad(), true);  // dW += dY^T @ X
-    } else if (inputs[1].requires_grad()) {
-      Tensor dW = Tensor::empty({out, in}, W.dtype(), W.device(), "linear dw");
-      matmul_into(true, false, out, in, N, dY, X, dW, false);  // dW = dY^T @ X
-      inputs[1].accumulate_grad(dW);
-    }
+    // A second reader of x (q, k, v read the same normed x), later micro-batches and the tied
+    // embedding add straight into the existing gradients (beta = 1).
+    GradTarget dX(inputs[0], {N, in}, "linear dx"), dW(inputs[1], {out, in}, "linear dw");
+    if (dX.wanted()) matmul_into(false, false, N, in, out, dY, inputs[1].value(), dX.tensor(), dX.accumulate());
+    if (dW.wanted()) matmul_into(true, false, out, in, N, dY, inputs[0].value(), dW.tensor(), dW.accumulate());
+    dX.finish();
+    dW.finish();
   });
 }
 

@@ -84,23 +84,20 @@ Var moe_router_logits(const Var& x_ND, const Var& router_ED) {
   return Var::from_op(L, {x_ND, router_ED}, [N, D, E](const Tensor& dL, std::vector<Var>& in) {
     const Tensor& X = in[0].value();
     const Tensor dLb = dL.contiguous().to(DType::bf16);  // (N, E): bf16 operands, like every gradient GEMM
+    // Like linear: an existing gradient (x also feeds the experts) is added to with beta = 1.
+    GradTarget dX(in[0], {N, D}, "moe router dx"), dW(in[1], {E, D}, "moe router dw");
     on_cuda(X, "moe_router_logits", [&] {
 #if HYLO_WITH_CUDA
-      // Like linear: an existing gradient (x also feeds the experts) is added to with beta = 1.
-      for (int i = 0; i < 2; ++i) {
-        if (!in[i].requires_grad()) continue;
-        const bool add = in[i].has_grad();
-        Tensor g = add ? in[i].mutable_grad() : like(in[i].value(), in[i].value().shape(), "moe router grad");
-        if (i == 0)  // dX (N, D) = dL @ W
-          cuda::gemm(false, false, N, D, E, 1.f, dLb.data<bf16>(), in[1].value().data<bf16>(), add ? 1.f : 0.f,
-                     g.data<bf16>(), cuda::stream());
-        else  // dW (E, D) = dL^T @ X
-          cuda::gemm(true, false, E, D, N, 1.f, dLb.data<bf16>(), X.data<bf16>(), add ? 1.f : 0.f, g.data<bf16>(),
-                     cuda::stream());
-        if (!add) in[i].accumulate_grad(g);
-      }
+      if (dX.wanted())  // dX (N, D) = dL @ W
+        cuda::gemm(false, false, N, D, E, 1.f, dLb.data<bf16>(), in[1].value().data<bf16>(),
+                   dX.accumulate() ? 1.f : 0.f, dX.tensor().data<bf16>(), cuda::stream());
+      if (dW.wanted())  // dW (E, D) = dL^T @ X
+        cuda::gemm(true, false, E, D, N, 1.f, dLb.data<bf16>(), X.data<bf16>(), dW.accumulate() ? 1.f : 0.f,
+                   dW.tensor().data<bf16>(), cuda::stream());
 #endif
     });
+    dX.finish();
+    dW.finish();
   });
 }
 
@@ -307,10 +304,12 @@ Var moe_grouped_linear(const Var& x_AI, const Var& w_EOI, const MoePlan& plan) {
     const Tensor& X = in[0].value();
     const Tensor& W = in[1].value();
     const Tensor dY = dY_in.contiguous();
+    // dX is always written fresh (the kernels overwrite); like linear, later micro-batches add
+    // straight into an existing weight gradient.
     Tensor dX = in[0].requires_grad() ? like(X, {A, I}, "moe grouped linear dx") : Tensor();
-    // Like linear: later micro-batches add straight into an existing weight gradient.
-    const bool want_dw = in[1].requires_grad(), accumulate = want_dw && in[1].has_grad();
-    Tensor dW = !want_dw ? Tensor() : accumulate ? in[1].mutable_grad() : like(W, {E, O, I}, "moe grouped linear dw");
+    GradTarget dW_target(in[1], {E, O, I}, "moe grouped linear dw");
+    const bool accumulate = dW_target.accumulate();
+    Tensor dW = dW_target.tensor();
     if (!on_cuda(X, "moe_grouped_linear", [&] {
 #if HYLO_WITH_CUDA
           const int32_t* off_host = offsets.data<int32_t>();
@@ -329,7 +328,7 @@ Var moe_grouped_linear(const Var& x_AI, const Var& w_EOI, const MoePlan& plan) {
                                         accumulate);
       });
     if (dX.defined()) in[0].accumulate_grad(dX);
-    if (want_dw && !accumulate) in[1].accumulate_grad(dW);
+    dW_target.finish();
   });
 }
 

@@ -33,11 +33,13 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
     const Tensor& X = in[0].value();
     const Tensor& W = in[1].value();
     // Gradients that already exist (the residual stream's, a weight's from earlier micro-batches)
-    // are added into by the kernel itself rather than through a separate add.
-    const bool add_dx = in[0].requires_grad() && in[0].has_grad() && in[0].mutable_grad().is_contiguous();
-    const bool add_dw = in[1].requires_grad() && in[1].has_grad();
-    Tensor dX = add_dx ? in[0].mutable_grad() : Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
-    Tensor dW = add_dw ? in[1].mutable_grad() : Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
+    // are added into by the kernel itself rather than through a separate add; dW always adds, so a
+    // new one starts at zero. The kernels write both: an input without a gradient gets scratch.
+    GradTarget dx_target(in[0], {N, D}, "rmsnorm dx", /*zeroed=*/false, /*contiguous=*/true);
+    GradTarget dw_target(in[1], {D}, "rmsnorm dw", /*zeroed=*/true);
+    const bool add_dx = dx_target.accumulate();
+    Tensor dX = dx_target.wanted() ? dx_target.tensor() : Tensor::empty({N, D}, X.dtype(), X.device(), "rmsnorm dx");
+    Tensor dW = dw_target.wanted() ? dw_target.tensor() : Tensor::zeros({D}, X.dtype(), X.device(), "rmsnorm dw");
     if (!on_cuda(X, "rmsnorm", [&] {
 #if HYLO_WITH_CUDA
           cuda::rmsnorm_backward(N, D, X.data<bf16>(), W.data<bf16>(), rstd.data<float>(), dY.data<bf16>(),
@@ -50,8 +52,8 @@ Var rmsnorm(const Var& x, const Var& w, double eps) {
                                  add_dx, dW.data<T>());
       });
     }
-    if (in[0].requires_grad() && !add_dx) in[0].accumulate_grad(dX);
-    if (in[1].requires_grad() && !add_dw) in[1].accumulate_grad(dW);
+    dx_target.finish();
+    dw_target.finish();
   });
 }
 

@@ -119,3 +119,36 @@ TEST_CASE("autograd: shared inputs accumulate, leaves keep grads across backward
   }
   CHECK_THROWS_WITH_AS(mul(x, y).backward(), doctest::Contains("scalar"), Error);
 }
+
+TEST_CASE("autograd: GradTarget writes a new gradient or adds into the existing one") {
+  Var frozen(Tensor::from_vector<double>({1, 2}, {2}), false, "frozen");
+  GradTarget none(frozen, {2}, "unused");
+  CHECK_FALSE(none.wanted());
+  none.finish();
+  CHECK_FALSE(frozen.has_grad());
+
+  Var w(Tensor::from_vector<double>({1, 2, 3, 4}, {2, 2}), true, "w");
+  {
+    GradTarget fresh(w, {2, 2}, "dw", /*zeroed=*/true);
+    CHECK(fresh.wanted());
+    CHECK_FALSE(fresh.accumulate());
+    CHECK(fresh.tensor().to_vector<double>() == std::vector<double>{0, 0, 0, 0});
+    fresh.tensor().fill_(1.0);
+    fresh.finish();  // the new buffer becomes w's gradient
+  }
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1, 1, 1});
+  {
+    GradTarget existing(w, {2, 2}, "dw");
+    CHECK(existing.accumulate());
+    CHECK(existing.tensor().same_storage(w.grad()));  // the kernel adds in place
+    existing.finish();  // nothing to hand over
+  }
+  CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1, 1, 1});
+  // Where the kernel needs a contiguous gradient, a strided one is not written through: the new
+  // buffer then goes through Tensor::add_, which refuses strided tensors loudly.
+  w.mutable_grad() = w.grad().transpose(0, 1);
+  GradTarget strided(w, {2, 2}, "dw", /*zeroed=*/false, /*contiguous=*/true);
+  CHECK_FALSE(strided.accumulate());
+  CHECK_FALSE(strided.tensor().same_storage(w.grad()));
+  CHECK_THROWS_WITH_AS(strided.finish(), doctest::Contains("contiguous"), Error);
+}
