@@ -1,15 +1,14 @@
 // `hylo bench attention`: CUDA events around each call, warm-up first, median of the timed
 // iterations. Inputs are random bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so
 // that filling gigabytes costs no host time.
+#include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -182,26 +181,20 @@ BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T
 
 void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
                 const std::vector<BenchRow>& rows) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  HYLO_CHECK(f != nullptr, "bench attention: cannot write --json {}", path);
-  std::string s = fmt::format(
-      "{{\n  \"bench\": \"attention\",\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": \"{}\",\n  \"settings\": {{\"B\": {}, \"H\": {}, \"Hkv\": {}, "
-      "\"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", \"flops\": \"fwd = 4*B*H*D*visited_pairs; "
-      "fwd+bwd = 3.5*fwd; dense = same with T*T pairs\"}},\n  \"rows\": [\n",
-      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())), device, o.B, o.H, o.Hkv,
-      o.iters, o.warmup);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto& r = rows[i];
-    s += fmt::format(
-        "    {{\"mask\": \"{}\", \"D\": {}, \"T\": {}, \"visited_pairs\": {}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
+  BenchJson json{"attention", device, "",
+                 fmt::format("{{\"B\": {}, \"H\": {}, \"Hkv\": {}, \"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA "
+                             "events, median\", \"flops\": \"fwd = 4*B*H*D*visited_pairs; fwd+bwd = 3.5*fwd; dense "
+                             "= same with T*T pairs\"}}",
+                             o.B, o.H, o.Hkv, o.iters, o.warmup),
+                 {}};
+  for (const BenchRow& r : rows)
+    json.rows.push_back(fmt::format(
+        "{{\"mask\": \"{}\", \"D\": {}, \"T\": {}, \"visited_pairs\": {}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
         "\"fwdbwd_ms\": {:.4f}, \"fwd_tflops\": {:.1f}, \"fwdbwd_tflops\": {:.1f}, \"fwd_dense_tflops\": {:.1f}, "
-        "\"fwdbwd_dense_tflops\": {:.1f}}}{}\n",
+        "\"fwdbwd_dense_tflops\": {:.1f}}}",
         r.mask, r.hd, r.T, r.pairs, r.fwd_ms, r.bwd_ms, r.fwdbwd_ms, r.fwd_tflops, r.fwdbwd_tflops,
-        r.fwd_dense_tflops, r.fwdbwd_dense_tflops, i + 1 < rows.size() ? "," : "");
-  }
-  s += "  ]\n}\n";
-  std::fputs(s.c_str(), f);
-  HYLO_CHECK(std::fclose(f) == 0, "bench attention: writing --json {} failed", path);
+        r.fwd_dense_tflops, r.fwdbwd_dense_tflops));
+  write_bench_json(path, json);
 }
 
 #endif  // HYLO_WITH_CUDA

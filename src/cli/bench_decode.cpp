@@ -5,16 +5,15 @@
 // consecutive timed steps rotate through them so that the live bytes of the rotation exceed 4x
 // the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
+#include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -229,34 +228,29 @@ double copy_rate_tbps(cudaStream_t stream) {
 
 void write_json(const std::string& path, const DecodeOptions& o, const std::string& device, double copy_tbps,
                 const std::vector<DecodeRow>& rows) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  HYLO_CHECK(f != nullptr, "bench decode: cannot write --json {}", path);
-  std::string s = fmt::format(
-      "{{\n  \"bench\": \"decode\",\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": \"{}\",\n  \"copy_TBps\": {:.3f},\n"
-      "  \"settings\": {{\"H\": {}, \"Hkv\": {}, \"pbb_b\": {}, \"pbb_w\": {}, \"swa_W\": {}, \"iters\": {}, "
-      "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step (decode + "
-      "split combine), median; launches queued behind a GPU-side delay; caches rotated over copies holding >= 4x L2 of live bytes\", \"pbb\": \"mean over all "
-      "b block offsets at t = b + r\", \"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", "
-      "\"gbps\": \"live k+v bytes read / step time\"}},\n  \"rows\": [\n",
-      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())), device, copy_tbps, o.H,
-      o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const DecodeRow& r = rows[i];
-    s += fmt::format(
-        "    {{\"batch\": {}, \"D\": {}, \"pbb_us\": {:.2f}, \"pbb_us_min\": {:.2f}, \"pbb_us_max\": {:.2f}, "
+  BenchJson json{
+      "decode", device, fmt::format("\"copy_TBps\": {:.3f}", copy_tbps),
+      fmt::format("{{\"H\": {}, \"Hkv\": {}, \"pbb_b\": {}, \"pbb_w\": {}, \"swa_W\": {}, \"iters\": {}, "
+                  "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step "
+                  "(decode + split combine), median; launches queued behind a GPU-side delay; caches rotated over "
+                  "copies holding >= 4x L2 of live bytes\", \"pbb\": \"mean over all b block offsets at t = b + r\", "
+                  "\"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", \"gbps\": \"live k+v bytes "
+                  "read / step time\"}}",
+                  o.H, o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup),
+      {}};
+  for (const DecodeRow& r : rows)
+    json.rows.push_back(fmt::format(
+        "{{\"batch\": {}, \"D\": {}, \"pbb_us\": {:.2f}, \"pbb_us_min\": {:.2f}, \"pbb_us_max\": {:.2f}, "
         "\"pbb_avg_keys\": {:.3f}, \"swa_us\": {:.2f}, \"swa_linear_us\": {:.2f}, \"swa_linear_core_us\": {:.2f}, "
         "\"swa_linear_compaction_us\": {:.2f}, \"pbb_tok_s\": {:.0f}, \"swa_tok_s\": {:.0f}, "
         "\"swa_linear_tok_s\": {:.0f}, \"ratio_pbb_swa\": {:.3f}, \"kv_bytes_pbb\": {}, \"kv_bytes_swa\": {}, "
         "\"kv_bytes_swa_linear\": {}, \"pbb_GBps\": {:.0f}, \"swa_GBps\": {:.0f}, \"swa_linear_core_GBps\": {:.0f}, "
-        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}]}}{}\n",
+        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}]}}",
         r.batch, r.hd, r.pbb_us, r.pbb_us_min, r.pbb_us_max, r.pbb_avg_keys, r.swa_us, r.lin_us, r.lin_core_us,
         r.lin_move_us, r.batch / (r.pbb_us * 1e-6), r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6),
         r.ratio(), r.pbb_bytes, r.swa_bytes, r.lin_bytes, r.pbb_gbps, r.swa_gbps, r.lin_core_gbps, r.splits_pbb_max,
-        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), i + 1 < rows.size() ? "," : "");
-  }
-  s += "  ]\n}\n";
-  std::fputs(s.c_str(), f);
-  HYLO_CHECK(std::fclose(f) == 0, "bench decode: writing --json {} failed", path);
+        r.splits_swa, fmt::join(r.pbb_us_bins, ", ")));
+  write_bench_json(path, json);
 }
 
 #endif  // HYLO_WITH_CUDA

@@ -4,14 +4,13 @@
 // (the same FLOPs in one big GEMM each): the ratio is how much of dense speed grouping keeps. Both
 // issue paths of kernels/moe/grouped_gemm.h are timed. Routing is uniform random top-k, balanced
 // on average but not exactly, as in training. CUDA events, median of the timed iterations.
+#include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
-#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -200,28 +199,22 @@ std::vector<BenchRow> bench_shape(const BenchOptions& o, const MoeShape& s, cons
 
 void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
                 const std::vector<BenchRow>& rows) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  HYLO_CHECK(f != nullptr, "bench moe: cannot write --json {}", path);
-  std::string s = fmt::format(
-      "{{\n  \"bench\": \"moe\",\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": \"{}\",\n  \"settings\": {{\"tokens\": {}, "
-      "\"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", \"flops\": \"fwd = 6*A*D*F (w_in D->2F, "
-      "w_out F->D); bwd = 2*fwd (dX and dW); dense = the same products with M = A in one GEMM each\"}},\n  \"rows\": [\n",
-      fmt::gmtime(std::chrono::system_clock::to_time_t(std::chrono::system_clock::now())), device, o.tokens, o.iters,
-      o.warmup);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const BenchRow& r = rows[i];
-    s += fmt::format(
-        "    {{\"shape\": \"{}\", \"path\": \"{}\", \"rows\": {}, \"min_group\": {}, \"max_group\": {}, "
+  BenchJson json{"moe", device, "",
+                 fmt::format("{{\"tokens\": {}, \"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", "
+                             "\"flops\": \"fwd = 6*A*D*F (w_in D->2F, w_out F->D); bwd = 2*fwd (dX and dW); dense = "
+                             "the same products with M = A in one GEMM each\"}}",
+                             o.tokens, o.iters, o.warmup),
+                 {}};
+  for (const BenchRow& r : rows)
+    json.rows.push_back(fmt::format(
+        "{{\"shape\": \"{}\", \"path\": \"{}\", \"rows\": {}, \"min_group\": {}, \"max_group\": {}, "
         "\"fwd_ms\": {:.4f}, \"fwd_tflops\": {:.1f}, \"dense_fwd_ms\": {:.4f}, \"dense_fwd_tflops\": {:.1f}, "
         "\"fwd_ratio\": {:.3f}, \"bwd_ms\": {:.4f}, \"bwd_tflops\": {:.1f}, \"dense_bwd_ms\": {:.4f}, "
-        "\"dense_bwd_tflops\": {:.1f}, \"bwd_ratio\": {:.3f}}}{}\n",
+        "\"dense_bwd_tflops\": {:.1f}, \"bwd_ratio\": {:.3f}}}",
         r.shape, r.path, r.rows, r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_ms, r.dense_fwd_tflops,
         r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_ms, r.dense_bwd_tflops,
-        r.bwd_tflops / r.dense_bwd_tflops, i + 1 < rows.size() ? "," : "");
-  }
-  s += "  ]\n}\n";
-  std::fputs(s.c_str(), f);
-  HYLO_CHECK(std::fclose(f) == 0, "bench moe: writing --json {} failed", path);
+        r.bwd_tflops / r.dense_bwd_tflops));
+  write_bench_json(path, json);
 }
 
 #endif  // HYLO_WITH_CUDA

@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 
+#include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/rng.h"
@@ -21,6 +21,7 @@
 #include "ops/ops.h"
 #include "train/config.h"
 #include "train/flops.h"
+#include "train/json_text.h"
 #include "train/optimizer.h"
 #include "train/step_batch.h"
 
@@ -102,15 +103,22 @@ int run_bench_train(const Args& args) {
 #if HYLO_WITH_CUDA
   if (device == Device::cuda) peak_gib = double(cuda::allocator_stats().peak_bytes) / (1ull << 30);
 #endif
-  const std::string result = fmt::format(
-      "{{\"config\": \"{}\", \"device\": \"{}\", \"batch\": {}, \"seq_len\": {}, \"steps\": {}, \"step_ms\": {:.2f}, "
-      "\"tokens_per_s\": {:.0f}, \"mfu\": {:.4f}, \"flops_per_token\": {:.6g}, \"peak_gib\": {:.2f}, "
-      "\"final_loss\": {:.4f}, \"expert_gemm\": \"{}\"}}",
-      args[0], device_name(device), t.batch_size, T, steps, median_ms, tokens_per_s, mfu, flops, peak_gib, loss,
-      expert_gemm.empty() ? "default" : expert_gemm);
   fmt::print("{:<28} {:>10} {:>12} {:>7} {:>9}\n", "config", "step ms", "tokens/s", "mfu", "peak GiB");
   fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", args[0], median_ms, tokens_per_s, 100 * mfu, peak_gib);
-  if (!json_path.empty()) std::ofstream(json_path) << result << "\n";
+  if (!json_path.empty()) {
+    BenchJson json;
+    json.bench = "train";
+    json.device = device_name(device);
+    json.settings = fmt::format(
+        "{{\"config\": {}, \"batch\": {}, \"seq_len\": {}, \"steps\": {}, \"warmup\": {}, \"expert_gemm\": \"{}\", "
+        "\"timing\": \"median wall time of a whole step (host-synchronised)\", \"mfu\": \"tokens/s * "
+        "flops_per_token / peak (989.4 TFLOP/s dense bf16 on CUDA; none, so 0, on CPU)\"}}",
+        json_string(args[0]), t.batch_size, T, steps, warmup, expert_gemm.empty() ? "default" : expert_gemm);
+    json.rows.push_back(fmt::format("{{\"step_ms\": {:.2f}, \"tokens_per_s\": {:.0f}, \"mfu\": {:.4f}, "
+                                    "\"flops_per_token\": {:.6g}, \"peak_gib\": {:.2f}, \"final_loss\": {:.4f}}}",
+                                    median_ms, tokens_per_s, mfu, flops, peak_gib, loss));
+    write_bench_json(json_path, json);
+  }
 #if HYLO_WITH_CUDA
   if (device == Device::cuda && cuda::profiling_enabled()) fmt::print("{}", cuda::profile_report(steps));
 #endif

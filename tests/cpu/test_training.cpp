@@ -225,3 +225,23 @@ TEST_CASE("train.recompute=true follows the identical loss curve") {
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   CHECK(ws.loss_rows("plain") == ws.loss_rows("recomputed"));
 }
+
+TEST_CASE("hylo bench train --json replaces an older file with the bench layout and refuses a bad --expert-gemm") {
+  Workspace w("bench_json");
+  const std::string json = (w.dir / "bench.json").string();
+  std::ofstream(json) << "an older result\n";
+  const std::string bench = w.hylo + " bench train " + (w.dir / "tiny.yaml").string() + " --steps 1 --warmup 0";
+  const CommandResult ok = run(bench + " --json " + json);
+  REQUIRE_MESSAGE(ok.exit_code == 0, ok.output);
+  std::stringstream text;
+  text << std::ifstream(json).rdbuf();
+  CHECK(text.str().find("an older result") == std::string::npos);
+  for (const char* key : {"\"bench\": \"train\"", "\"device\": \"cpu\"", "\"settings\": {", "\"expert_gemm\": \"default\"",
+                          "\"rows\": [", "\"tokens_per_s\": "})
+    CHECK_MESSAGE(text.str().find(key) != std::string::npos, key);
+  CHECK_FALSE(fs::exists(json + ".tmp"));
+
+  const CommandResult bad = run(bench + " --expert-gemm fastest");
+  CHECK(bad.exit_code != 0);
+  CHECK(bad.output.find("--expert-gemm must be 'grouped' or 'loop', got 'fastest'") != std::string::npos);
+}
