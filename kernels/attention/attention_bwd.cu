@@ -115,24 +115,17 @@ __device__ __forceinline__ void block_row_dots(const BwdParams& p, size_t q_off,
 #if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // ---- dK, dV over key tiles ----------------------------------------------------------------------
 // kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
-// that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators
-// (and, with kKVInRegs, to K/V fragments loaded once). kMTiles = 2 would let each Q/dO fragment read
-// from shared memory feed two products, but it spills: the sweep in experiments/results/attention.md
-// found 16 keys per warp with K/V re-read from shared memory fastest at both head dims.
-template <int W, int MT, int BM, bool KVInRegs, int MinBlocks>
+// that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators.
+// K and V fragments are re-read from shared memory for every slab: the v3 sweep in
+// experiments/results/attention.md found that faster than holding them in registers, and 16 keys
+// per warp faster than 32 (which spills), at both head dims.
+template <int W, int MT, int BM, int MinBlocks>
 struct DkvTile {
   static constexpr int kWarps = W, kMTiles = MT, kBlockM = BM, kMinBlocks = MinBlocks;
-  static constexpr bool kKVInRegs = KVInRegs;
 };
-#ifndef HYLO_ATTN_DKV64
-#define HYLO_ATTN_DKV64 4, 1, 64, false, 2
-#endif
-#ifndef HYLO_ATTN_DKV128
-#define HYLO_ATTN_DKV128 4, 1, 64, false, 2
-#endif
 template <int D> struct DkvTraits;
-template <> struct DkvTraits<64> : DkvTile<HYLO_ATTN_DKV64> {};
-template <> struct DkvTraits<128> : DkvTile<HYLO_ATTN_DKV128> {};
+template <> struct DkvTraits<64> : DkvTile<4, 1, 64, 2> {};
+template <> struct DkvTraits<128> : DkvTile<4, 1, 64, 2> {};
 
 template <int D>
 __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinBlocks)
@@ -141,7 +134,6 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   constexpr int kThreads = Tr::kWarps * 32, MT = Tr::kMTiles, kWarpKeys = 16 * MT;
   constexpr int BN = Tr::kWarps * kWarpKeys, BM = Tr::kBlockM;
   constexpr int kKvBytes = BN * D * 2, kQBytes = BM * D * 2;
-  constexpr int kFragTiles = Tr::kKVInRegs ? MT : 1, kFragSteps = Tr::kKVInRegs ? D / 16 : 1;
   extern __shared__ __align__(128) unsigned char smem[];
   // Layout: K, V (BN x D); per stage: Q, dO (BM x D); then per stage: lse, D_i (BM floats).
   const uint32_t sK = smem_u32(smem), sV = sK + kKvBytes;
@@ -175,7 +167,6 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
       key_hi[mt][half] = last_query(key_row[mt][half]);
     }
 
-  uint32_t k_frag[kFragTiles][kFragSteps][4], v_frag[kFragTiles][kFragSteps][4];
   float dk_acc[MT][D / 8][4], dv_acc[MT][D / 8][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -191,17 +182,6 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
     if (it + 1 < iters) {
       load_q_tile(it + 1, stage ^ 1);
       cp_async_commit();
-    }
-    if constexpr (Tr::kKVInRegs) {
-      if (it == 0) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int ks = 0; ks < D / 16; ++ks) {
-            load_frag_a<BN>(k_frag[mt][ks], sK, warp * kWarpKeys + mt * 16, ks, lane);
-            load_frag_a<BN>(v_frag[mt][ks], sV, warp * kWarpKeys + mt * 16, ks, lane);
-          }
-      }
     }
     const int m0 = blk.query_tile_start(it);
     // Warp-uniform skip when none of the warp's keys is seen by any of the tile's queries.
@@ -232,13 +212,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
           uint32_t ka[4], va[4];
-          if constexpr (Tr::kKVInRegs) {
-#pragma unroll
-            for (int r = 0; r < 4; ++r) ka[r] = k_frag[mt][ks][r], va[r] = v_frag[mt][ks][r];
-          } else {
-            load_frag_a<BN>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
-            load_frag_a<BN>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
-          }
+          load_frag_a<BN>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
+          load_frag_a<BN>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
           mma_16816(st[mt][0], ka, qb[0], qb[1]);
           mma_16816(st[mt][1], ka, qb[2], qb[3]);
           mma_16816(dpt[mt][0], va, dob[0], dob[1]);
@@ -455,16 +430,10 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_
 // ---- dQ over query tiles ------------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
 // query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
-// Defaults from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
-#ifndef HYLO_ATTN_DQ64
-#define HYLO_ATTN_DQ64 8, 1, 64, 2
-#endif
-#ifndef HYLO_ATTN_DQ128
-#define HYLO_ATTN_DQ128 4, 1, 64, 2
-#endif
+// Shapes from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
 template <int D> struct DqTraits;
-template <> struct DqTraits<64> : QueryTiling<HYLO_ATTN_DQ64> {};
-template <> struct DqTraits<128> : QueryTiling<HYLO_ATTN_DQ128> {};
+template <> struct DqTraits<64> : QueryTiling<8, 1, 64, 2> {};
+template <> struct DqTraits<128> : QueryTiling<4, 1, 64, 2> {};
 
 template <int D>
 __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlocks)

@@ -32,17 +32,10 @@ struct FwdParams {
 #if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // Tiling: kWarps warps of 16 * kMTiles query rows each, key tiles of kBlockN, kMinBlocks resident
 // blocks per SM (the register cap). hd128 needs twice the registers per row, so 16 rows per warp.
-// Defaults are the fastest of the sweep in experiments/results/attention.md; sweeps rebuild with
-// the macros below redefined (through a forced include: nvcc splits -D values at commas).
-#ifndef HYLO_ATTN_FWD64
-#define HYLO_ATTN_FWD64 4, 2, 64, 2
-#endif
-#ifndef HYLO_ATTN_FWD128
-#define HYLO_ATTN_FWD128 4, 1, 64, 2
-#endif
+// The shapes are the fastest of the v3 sweep in experiments/results/attention.md.
 template <int D> struct FwdTraits;
-template <> struct FwdTraits<64> : QueryTiling<HYLO_ATTN_FWD64> {};
-template <> struct FwdTraits<128> : QueryTiling<HYLO_ATTN_FWD128> {};
+template <> struct FwdTraits<64> : QueryTiling<4, 2, 64, 2> {};
+template <> struct FwdTraits<128> : QueryTiling<4, 1, 64, 2> {};
 
 template <int D>
 __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
