@@ -83,14 +83,14 @@ struct KeyBlock {
 // them (it has the dO tile in shared memory already): two threads per row, each half of the head
 // dim, O read from global memory. Written to p.dvec for the dK/dV kernel, which runs after dQ, and
 // to dvec_smem (BM floats) for the block itself; padded rows get 0 (their dO is zero-filled).
-template <int BM, int D, int kThreads>
-__device__ __forceinline__ void block_row_dots(const BwdParams& p, size_t q_off, size_t q_stride, int h, int b, int m0,
+template <int kThreads, int D, int BM, int BN>
+__device__ __forceinline__ void block_row_dots(const BwdParams& p, const QueryBlock<D, BM, BN>& blk,
                                                const unsigned char* do_tile, float* dvec_smem, int tid) {
   static_assert(kThreads == 2 * BM, "two threads per row");
-  const int r = tid >> 1, part = tid & 1, t = m0 + r;
+  const int r = tid >> 1, part = tid & 1, t = blk.m0 + r;
   float dot = 0.f;
   if (t < p.T) {
-    const __nv_bfloat16* o_row = p.out + q_off + size_t(t) * q_stride;
+    const __nv_bfloat16* o_row = p.out + blk.q_off + size_t(t) * blk.q_stride;
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
       const int chunk = part * (D / 16) + k;
@@ -108,7 +108,7 @@ __device__ __forceinline__ void block_row_dots(const BwdParams& p, size_t q_off,
   dot += __shfl_xor_sync(0xffffffffu, dot, 1);
   if (part == 0) {
     dvec_smem[r] = dot;
-    if (t < p.T) p.dvec[(size_t(b) * p.Hq + h) * p.T + t] = dot;
+    if (t < p.T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * p.T + t] = dot;
   }
 }
 
@@ -460,7 +460,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   cp_async_commit();
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();
-  block_row_dots<BM, D, kThreads>(p, blk.q_off, blk.q_stride, blk.h, blk.b, m0, smem + kQBytes, s_dvec, tid);
+  block_row_dots<kThreads>(p, blk, smem + kQBytes, s_dvec, tid);
   __syncthreads();
 
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
@@ -604,7 +604,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
   float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();
-  block_row_dots<BM, D, kThreads>(p, blk.q_off, blk.q_stride, blk.h, blk.b, m0, smem + kTileBytes, s_dvec, tid);
+  block_row_dots<kThreads>(p, blk, smem + kTileBytes, s_dvec, tid);
   __syncthreads();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;

@@ -66,13 +66,13 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
                : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 // Waits until at most `Pending` of this thread's committed cp.async groups are still in flight
 // (groups complete in commit order).
 template <int Pending>
 __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending) : "memory");
 }
+__device__ __forceinline__ void cp_async_wait_all() { cp_async_wait_group<0>(); }
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -214,11 +214,15 @@ struct QueryBlock {
     n_first = int(p.mask.lowest_key(m0)) / BN;
     n_last = min(m0 + BM - 1, T - 1) / BN;
   }
-  // cp.async of key tile n's K and V rows (zeros past T).
+  // cp.async of key tile n's rows of one of K and V (zeros past T), or of both.
+  template <int kThreads>
+  __device__ __forceinline__ void load_key_rows(const __nv_bfloat16* kv, int n, uint32_t tile, int tid) const {
+    load_tile<BN, D, kThreads>(tile, kv + kv_off, kv_stride, n * BN, T, tid);
+  }
   template <int kThreads, class Params>
   __device__ __forceinline__ void load_kv(const Params& p, int n, uint32_t sK, uint32_t sV, int tid) const {
-    load_tile<BN, D, kThreads>(sK, p.k + kv_off, kv_stride, n * BN, T, tid);
-    load_tile<BN, D, kThreads>(sV, p.v + kv_off, kv_stride, n * BN, T, tid);
+    load_key_rows<kThreads>(p.k, n, sK, tid);
+    load_key_rows<kThreads>(p.v, n, sV, tid);
   }
 };
 

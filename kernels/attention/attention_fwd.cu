@@ -237,13 +237,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
-  // cp.async of key tile n's K or V rows (zeros past T).
-  auto load_k = [&](int n, int stage) {
-    load_tile<BN, D, kThreads>(sK(stage), p.k + blk.kv_off, blk.kv_stride, n * BN, T, tid);
-  };
-  auto load_v = [&](int n, int stage) {
-    load_tile<BN, D, kThreads>(sV(stage), p.v + blk.kv_off, blk.kv_stride, n * BN, T, tid);
-  };
+  auto load_k = [&](int n, int stage) { blk.template load_key_rows<kThreads>(p.k, n, sK(stage), tid); };
+  auto load_v = [&](int n, int stage) { blk.template load_key_rows<kThreads>(p.v, n, sV(stage), tid); };
 
   // cp.async groups. Each thread waits for its own groups, which complete in commit order; all
   // threads commit the same sequence, so a wait, fence_proxy_async (the tensor cores read through

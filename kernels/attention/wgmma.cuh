@@ -87,7 +87,6 @@ __device__ __forceinline__ float (&acc_half(float (&acc)[N][4], int h))[8][4] {
 // Orders this thread's register writes before wgmma reads them (accumulators, A fragments).
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Waits until at most `Pending` of this warpgroup's committed groups are still running (groups
 // complete in commit order): the backward kernels work on one product's result while the next
 // product runs.
@@ -95,6 +94,7 @@ template <int Pending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
 }
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 
 // Shared memory written by ordinary stores or cp.async must be made visible to the tensor cores'
 // (async) proxy before a barrier that precedes their reads.
