@@ -16,7 +16,7 @@
 #           (16 x 2048), 1000 steps, aux 0.01 plus the router bias at each rate of
 #           $BALANCE_RATES (default 0 0.001 0.003; metrics.jsonl of each; scripts/plot_moe_balance.py)
 #   ncu_attn  Nsight Compute on one forward + backward of each attention kernel (hd 64 and 128,
-#           swa(512), T 4096): speed of light, pipes, warp stalls, occupancy
+#           swa(512), T 4096): speed of light, busiest pipe, eligible warps and stall reasons, occupancy
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -92,15 +92,13 @@ for stage in $stages; do
       done ;;
     ncu_attn)
       ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-      for kind in swa; do
-        for hd in 64 128; do
-          $ncu --clock-control none --kernel-name regex:attention --launch-count 12 --section SpeedOfLight \
-            --section ComputeWorkloadAnalysis --section WarpStateStats --section Occupancy --section LaunchStats \
-            $hylo bench attention --kind $kind --hd $hd --T 4096 --B 4 --H 16 --iters 1 --warmup 1 \
-            >"$OUT/ncu_attention_${kind}_$hd.txt" 2>&1
-          grep -E "attention_|Duration|Compute \(SM\) Throughput|Registers Per|Achieved Occupancy|Issue Slots Busy" \
-            "$OUT/ncu_attention_${kind}_$hd.txt" | head -60
-        done
+      for hd in 64 128; do
+        $ncu --clock-control none --kernel-name regex:attention --launch-count 12 --section SpeedOfLight \
+          --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
+          --print-details all $hylo bench attention --kind swa --hd $hd --T 4096 --B 4 --H 16 --iters 1 --warmup 1 \
+          >"$OUT/ncu_attention_swa_$hd.txt" 2>&1
+        grep -E "attention_|Duration|highest-utilized|Issue Slots Busy|Registers Per|Eligible Warps|Stall (Wait|Short|Long|Barrier)" \
+          "$OUT/ncu_attention_swa_$hd.txt" | cut -c1-120 | head -80
       done ;;
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
