@@ -1,7 +1,6 @@
 // Sweeps (SPEC §7): expanding a sweep file into points, one-line errors for bad sweep files,
 // `hylo sweep --dry-run | --local | --slurm` and `hylo report` on a tiny config.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,9 +8,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/rng.h"
-#include "data/shard.h"
 #include "run_command.h"
+#include "tiny_workspace.h"
 #include "train/sweep.h"
 
 using namespace hylo;
@@ -26,34 +24,15 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-// A scratch dir with generated token shards and a tiny config (5 steps, eval at the end) that
-// trains in well under a second.
-struct SweepWorkspace {
-  fs::path dir;
-  std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo";
-
-  explicit SweepWorkspace(const std::string& name) {
-    dir = fs::temp_directory_path() / ("hylo_sweep_" + name + "_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    write_tokens("train.bin", 4000, 1);
-    write_tokens("val.bin", 2000, 2);
-    std::ofstream(dir / "tiny.yaml") << "model:\n  vocab_size: 256\n  d_model: 16\n  n_layers: 2\n  n_heads: 2\n"
-                                        "  ffn_hidden: 32\n  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
-                                        "train:\n  steps: 5\n  batch_size: 2\n  seq_len: 16\n  lr: 0.003\n"
-                                        "  warmup_steps: 1\n  eval_every: 5\n  eval_batches: 1\n  log_every: 5\n"
-                                        "data:\n  train: "
-                                     << (dir / "train.bin").string() << "\n  val: " << (dir / "val.bin").string()
-                                     << "\n";
-  }
-  ~SweepWorkspace() { fs::remove_all(dir); }
-
-  void write_tokens(const std::string& name, int n, uint64_t seed) {
-    Rng rng{seed, 0, 0};
-    std::vector<int32_t> tokens(n);
-    for (int i = 0; i < n; ++i) tokens[i] = rng.below(10) == 0 ? int32_t(rng.below(200)) : int32_t(i * 7 % 97);
-    data::write_shard((dir / name).string(), tokens, 200, 1, "split=test");
-  }
+// Sweeps over a 2-layer d16 hybrid: 5 steps, eval at the end.
+struct SweepWorkspace : test::TinyWorkspace {
+  explicit SweepWorkspace(const std::string& name)
+      : TinyWorkspace("sweep_" + name,
+                      "model:\n  vocab_size: 256\n  d_model: 16\n  n_layers: 2\n  n_heads: 2\n  ffn_hidden: 32\n"
+                      "  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
+                      "train:\n  steps: 5\n  batch_size: 2\n  seq_len: 16\n  lr: 0.003\n  warmup_steps: 1\n"
+                      "  eval_every: 5\n  eval_batches: 1\n  log_every: 5\n",
+                      4000, 2000) {}
 
   // Writes a sweep file whose base is the tiny config; returns its path.
   std::string sweep(const std::string& file, const std::string& body) const {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "run_command.h"
+#include "tiny_workspace.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "nn/transformer.h"
@@ -22,34 +23,15 @@ namespace {
 using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
 
-// A scratch directory holding shards with learnable structure (a noisy repeating sequence over
-// a 200-token vocabulary) and a tiny config that trains on them in well under a second per step.
-struct Workspace {
-  fs::path dir;
-  std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo";
-
-  explicit Workspace(const std::string& name) {
-    dir = fs::temp_directory_path() / ("hylo_test_" + name + "_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    write_tokens("train.bin", 20000, 1);
-    write_tokens("val.bin", 4000, 2);
-    std::ofstream(dir / "tiny.yaml") << "model:\n  vocab_size: 256\n  d_model: 32\n  n_layers: 2\n  n_heads: 2\n"
-                                        "  ffn_hidden: 64\n  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
-                                        "train:\n  steps: 40\n  batch_size: 4\n  seq_len: 24\n  lr: 0.003\n"
-                                        "  warmup_steps: 5\n  eval_every: 20\n  eval_batches: 2\n  log_every: 10\n"
-                                        "data:\n  train: "
-                                     << (dir / "train.bin").string() << "\n  val: " << (dir / "val.bin").string()
-                                     << "\n";
-  }
-  ~Workspace() { fs::remove_all(dir); }
-
-  void write_tokens(const std::string& name, int n, uint64_t seed) {
-    Rng rng{seed, 0, 0};
-    std::vector<int32_t> tokens(n);
-    for (int i = 0; i < n; ++i) tokens[i] = rng.below(10) == 0 ? int32_t(rng.below(200)) : int32_t(i * 7 % 97);
-    data::write_shard((dir / name).string(), tokens, 200, 1, "split=test");
-  }
+// Training CLI runs on a 2-layer d32 hybrid: 40 steps, eval every 20.
+struct Workspace : test::TinyWorkspace {
+  explicit Workspace(const std::string& name)
+      : TinyWorkspace(name,
+                      "model:\n  vocab_size: 256\n  d_model: 32\n  n_layers: 2\n  n_heads: 2\n  ffn_hidden: 64\n"
+                      "  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
+                      "train:\n  steps: 40\n  batch_size: 4\n  seq_len: 24\n  lr: 0.003\n  warmup_steps: 5\n"
+                      "  eval_every: 20\n  eval_batches: 2\n  log_every: 10\n",
+                      20000, 4000) {}
 
   std::string train(const std::string& run_name, const std::string& extra = "") const {
     return hylo + " train " + (dir / "tiny.yaml").string() + " --run-dir " + (dir / run_name).string() + " " + extra;
