@@ -16,9 +16,11 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/tma.cuh"
 #include "kernels/attention/wgmma.cuh"
 
 namespace hylo::cuda {
@@ -33,14 +35,20 @@ struct BwdParams {
   int B, T, Hq, Hkv, group;
   AttnMask mask;
   float scale, scale_log2;
+#if HYLO_WGMMA
+  CUtensorMap tm_q, tm_k, tm_v, tm_dout;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+#endif
 };
 
-// A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. For each query head of the
-// kv head's group in turn it visits the query tiles that see one of its keys: iteration `it` is
-// head hk * group + it / m_count, query tile m_first + it % m_count (tiles of BM rows).
+// A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. It visits, for each query
+// head of the kv head's group in turn, the query tiles m_first.. that see one of its keys (tiles of
+// BM rows); QueryTile walks that order.
 template <int D, int BN, int BM>
 struct KeyBlock {
   int T, hk, b, n0, m_first, m_count, iters;
+  struct QueryTile {
+    int h, m0;  // query head, first row
+  };
 
   __device__ __forceinline__ explicit KeyBlock(const BwdParams& p)
       : T(p.T), hk(blockIdx.y), b(blockIdx.z), n0(blockIdx.x * BN) {
@@ -52,7 +60,16 @@ struct KeyBlock {
   __device__ __forceinline__ int last_query(const BwdParams& p, int s) const {
     return int(min(attn_highest_query(p.mask, s), int64_t(T - 1)));
   }
-  __device__ __forceinline__ int query_tile_start(int it) const { return (m_first + it % m_count) * BM; }
+  __device__ __forceinline__ QueryTile first_query_tile(const BwdParams& p) const {
+    return {hk * p.group, m_first * BM};
+  }
+  __device__ __forceinline__ void advance(QueryTile& q) const {
+    q.m0 += BM;
+    if (q.m0 == (m_first + m_count) * BM) {
+      q.m0 = m_first * BM;
+      ++q.h;
+    }
+  }
   // This kv head's first element in (B, T, Hkv, D) tensors, and their row stride.
   __device__ __forceinline__ size_t kv_offset(const BwdParams& p) const { return (size_t(b) * T * p.Hkv + hk) * D; }
   __device__ __forceinline__ static size_t kv_stride(const BwdParams& p) { return size_t(p.Hkv) * D; }
@@ -62,41 +79,54 @@ struct KeyBlock {
     load_tile<BN, D, kThreads>(sK, p.k + kv_offset(p), kv_stride(p), n0, T, tid);
     load_tile<BN, D, kThreads>(sV, p.v + kv_offset(p), kv_stride(p), n0, T, tid);
   }
-  // cp.async of iteration it's Q and dO tiles and their lse and D_i rows (zeros past T).
+  // cp.async of a query tile's lse and D_i rows (zeros past T).
   template <int kThreads>
-  __device__ __forceinline__ void load_queries(const BwdParams& p, int it, uint32_t sQ, uint32_t sdO, float* lse,
-                                               float* dvec, int tid) const {
-    const int h = hk * p.group + it / m_count, m0 = query_tile_start(it);
-    const size_t head_off = (size_t(b) * T * p.Hq + h) * D, q_stride = size_t(p.Hq) * D;
-    load_tile<BM, D, kThreads>(sQ, p.q + head_off, q_stride, m0, T, tid);
-    load_tile<BM, D, kThreads>(sdO, p.dout + head_off, q_stride, m0, T, tid);
-    const size_t vec_off = (size_t(b) * p.Hq + h) * T;
+  __device__ __forceinline__ void load_query_rows(const BwdParams& p, QueryTile q, float* lse, float* dvec,
+                                                  int tid) const {
+    const size_t vec_off = (size_t(b) * p.Hq + q.h) * T;
     for (int i = tid; i < 2 * BM; i += kThreads) {
-      const int t = m0 + (i % BM);
+      const int t = q.m0 + (i % BM);
       const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
       cp_async_4(smem_u32((i < BM ? lse : dvec) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
     }
+  }
+  // cp.async of a query tile's Q and dO tiles and its lse and D_i rows.
+  template <int kThreads>
+  __device__ __forceinline__ void load_queries(const BwdParams& p, QueryTile q, uint32_t sQ, uint32_t sdO,
+                                               float* lse, float* dvec, int tid) const {
+    const size_t head_off = (size_t(b) * T * p.Hq + q.h) * D, q_stride = size_t(p.Hq) * D;
+    load_tile<BM, D, kThreads>(sQ, p.q + head_off, q_stride, q.m0, T, tid);
+    load_tile<BM, D, kThreads>(sdO, p.dout + head_off, q_stride, q.m0, T, tid);
+    load_query_rows<kThreads>(p, q, lse, dvec, tid);
   }
 };
 
 // D_i = rowsum(dO * O) of a query block's rows [m0, m0 + BM), computed by the dQ kernel that owns
 // them (it has the dO tile in shared memory already): two threads per row, each half of the head
-// dim, O read from global memory. Written to p.dvec for the dK/dV kernel, which runs after dQ, and
-// to dvec_smem (BM floats) for the block itself; padded rows get 0 (their dO is zero-filled).
+// dim. Two steps, so that the O reads from global memory are in flight while the block still waits
+// for its dO tile: the constructor issues them (before the wait), finish() forms the dots (after
+// the barrier). finish() writes p.dvec for the dK/dV kernel, which runs after dQ, and dvec_smem (BM
+// floats) for the block itself; padded rows get 0 (their O is taken as 0, their dO is zero-filled).
 template <int kThreads, int D, int BM, int BN>
-__device__ __forceinline__ void block_row_dots(const BwdParams& p, const QueryBlock<D, BM, BN>& blk,
-                                               const unsigned char* do_tile, float* dvec_smem, int tid) {
+struct BlockRowDots {
   static_assert(kThreads == 2 * BM, "two threads per row");
-  const int r = tid >> 1, part = tid & 1, t = blk.m0 + r;
-  float dot = 0.f;
-  if (t < p.T) {
-    const __nv_bfloat16* o_row = p.out + blk.q_off + size_t(t) * blk.q_stride;
+  int r, part, t;
+  uint4 o[D / 16];  // this thread's half of row t of O
+
+  __device__ __forceinline__ BlockRowDots(const BwdParams& p, const QueryBlock<D, BM, BN>& blk, int tid)
+      : r(tid >> 1), part(tid & 1), t(blk.m0 + (tid >> 1)) {
+    const uint4* src = reinterpret_cast<const uint4*>(p.out + blk.q_off + size_t(t) * blk.q_stride) + part * (D / 16);
+#pragma unroll
+    for (int k = 0; k < D / 16; ++k) o[k] = t < p.T ? src[k] : make_uint4(0, 0, 0, 0);
+  }
+
+  __device__ __forceinline__ void finish(const BwdParams& p, const QueryBlock<D, BM, BN>& blk,
+                                         const unsigned char* do_tile, float* dvec_smem) const {
+    float dot = 0.f;
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
-      const int chunk = part * (D / 16) + k;
-      const uint4 o4 = *reinterpret_cast<const uint4*>(o_row + chunk * 8);
-      const uint4 d4 = *reinterpret_cast<const uint4*>(do_tile + swizzled<BM>(r, chunk));
-      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o4);
+      const uint4 d4 = *reinterpret_cast<const uint4*>(do_tile + swizzled<BM>(r, part * (D / 16) + k));
+      const __nv_bfloat162* o2 = reinterpret_cast<const __nv_bfloat162*>(&o[k]);
       const __nv_bfloat162* d2 = reinterpret_cast<const __nv_bfloat162*>(&d4);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -104,13 +134,13 @@ __device__ __forceinline__ void block_row_dots(const BwdParams& p, const QueryBl
         dot = fmaf(of.x, df.x, fmaf(of.y, df.y, dot));
       }
     }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    if (part == 0) {
+      dvec_smem[r] = dot;
+      if (t < p.T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * p.T + t] = dot;
+    }
   }
-  dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-  if (part == 0) {
-    dvec_smem[r] = dot;
-    if (t < p.T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * p.T + t] = dot;
-  }
-}
+};
 
 #if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
 // ---- dK, dV over key tiles ----------------------------------------------------------------------
@@ -148,11 +178,14 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
   const int T = blk.T, n0 = blk.n0, iters = blk.iters;
   auto last_query = [&](int s) { return blk.last_query(p, s); };
 
-  auto load_q_tile = [&](int it, int stage) {
-    blk.template load_queries<kThreads>(p, it, sQ(stage), sdO(stage), sLse(stage), sDvec(stage), tid);
+  // ahead: the next query tile to load; cur: the one being worked on.
+  typename KeyBlock<D, BN, BM>::QueryTile ahead = blk.first_query_tile(p), cur = ahead;
+  auto load_q_tile = [&](int stage) {
+    blk.template load_queries<kThreads>(p, ahead, sQ(stage), sdO(stage), sLse(stage), sDvec(stage), tid);
+    blk.advance(ahead);
   };
   blk.template load_kv<kThreads>(p, sK, sV, tid);
-  load_q_tile(0, 0);
+  load_q_tile(0);
   cp_async_commit();
 
   // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its key rows.
@@ -176,14 +209,14 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
       for (int i = 0; i < 4; ++i) dk_acc[mt][nt][i] = dv_acc[mt][nt][i] = 0.f;
 
   int stage = 0;
-  for (int it = 0; it < iters; ++it, stage ^= 1) {
+  for (int it = 0; it < iters; ++it, stage ^= 1, blk.advance(cur)) {
     cp_async_wait_all();
     __syncthreads();
     if (it + 1 < iters) {
-      load_q_tile(it + 1, stage ^ 1);
+      load_q_tile(stage ^ 1);
       cp_async_commit();
     }
-    const int m0 = blk.query_tile_start(it);
+    const int m0 = cur.m0;
     // Warp-uniform skip when none of the warp's keys is seen by any of the tile's queries.
     if (wk0 >= T || m0 + BM - 1 < wk0 || m0 > wk1_hi) continue;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
@@ -280,10 +313,10 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 // from registers and dO, Q as N-major B (one product per 64-column half of dV, dK). The mma.sync
 // version re-reads every operand through ldmatrix into registers, which made shared memory its
 // bottleneck.
-// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, alignment
-// slack: 50 KB at hd64, 98 KB at hd128.
+// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, 3 mbarriers,
+// alignment slack: 50 KB at hd64, 98 KB at hd128.
 template <int D>
-constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4;
+constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
 
 // Registers at hd128 (2 blocks of 128 threads: up to 255): dK and dV are 128 accumulator floats
 // per thread, S^T and dP^T another 64 while the scores are live; P^T and dS^T leave them as 32
@@ -297,30 +330,53 @@ template <int D>
 constexpr int kWgDkvMinBlocks = D == 64 ? 3 : 2;
 
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_dkdv_wgmma_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
+    attention_bwd_dkdv_wgmma_kernel(const __grid_constant__ BwdParams p) {
   constexpr int BN = kWgRows, BM = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
-  // Layout: K, V; per stage Q, dO; then per stage lse, D_i (BM floats each).
+  // Layout: K, V; per stage Q, dO; then per stage lse, D_i (BM floats each); then the mbarriers of
+  // the tile copies: K and V, then one per Q, dO stage.
   const uint32_t sK = base, sV = base + kTileBytes;
   auto sQ = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
   auto sdO = [&](int stage) { return sQ(stage) + kTileBytes; };
   float* vec_base = reinterpret_cast<float*>(smem + 6 * kTileBytes);
   auto sLse = [&](int stage) { return vec_base + stage * 2 * BM; };
   auto sDvec = [&](int stage) { return vec_base + stage * 2 * BM + BM; };
+  const uint32_t kv_bar = smem_u32(vec_base + 4 * BM);
+  auto q_bar = [&](int stage) { return kv_bar + 8 * (1 + stage); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const KeyBlock<D, BN, BM> blk(p);
   const int T = blk.T, n0 = blk.n0, iters = blk.iters;
   auto last_query = [&](int s) { return blk.last_query(p, s); };
 
-  auto load_q_tile = [&](int it, int stage) {
-    blk.template load_queries<kThreads>(p, it, sQ(stage), sdO(stage), sLse(stage), sDvec(stage), tid);
+  if (tid == 0) {
+    for (int i = 0; i < 3; ++i) mbarrier_init(kv_bar + 8 * i, 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  // Tiles come by the copy engine (thread 0 asks), lse and D_i rows by cp.async: their rows start
+  // at any 4-byte offset, which tile copies cannot address when T is not a multiple of 4.
+  // ahead: the next query tile to load; the tile lambda below gets the one being worked on.
+  typename KeyBlock<D, BN, BM>::QueryTile ahead = blk.first_query_tile(p), cur = ahead;
+  auto load_q_tile = [&](int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(q_bar(stage), 2 * kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_q, sQ(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
+      load_head_tile<D>(p.tm_dout, sdO(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
+    }
+    blk.template load_query_rows<kThreads>(p, ahead, sLse(stage), sDvec(stage), tid);
+    cp_async_commit();
+    blk.advance(ahead);
   };
-  blk.template load_kv<kThreads>(p, sK, sV, tid);
-  load_q_tile(0, 0);
-  cp_async_commit();
+  if (tid == 0) {
+    mbarrier_arrive_expect_bytes(kv_bar, 2 * kTmaTileBytes<D>);
+    load_head_tile<D>(p.tm_k, sK, n0, blk.hk, blk.b, kv_bar);
+    load_head_tile<D>(p.tm_v, sV, n0, blk.hk, blk.b, kv_bar);
+  }
+  load_q_tile(0);
 
   // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its two key rows.
   const int wk0 = n0 + warp * 16, wk1 = wk0 + 15;
@@ -338,28 +394,49 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_
 #pragma unroll
     for (int i = 0; i < 4; ++i) dk_acc[j][i] = dv_acc[j][i] = 0.f;
 
-  int stage = 0;
-  for (int it = 0; it < iters; ++it, stage ^= 1) {
-    cp_async_wait_all();
-    fence_proxy_async();
-    __syncthreads();
-    if (it + 1 < iters) {
-      load_q_tile(it + 1, stage ^ 1);
-      cp_async_commit();
-    }
-    const int m0 = blk.query_tile_start(it);
-    // Block-uniform skip when no key of the tile is seen by any of the tile's queries.
-    if (m0 + BM - 1 < n0 || m0 > block_hi) continue;
+  // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
+  // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK.
+  uint32_t pa[BM / 16][4], dsa[BM / 16][4];  // P^T, dS^T of the previous tile as A fragments
+  auto issue_dv_dk = [&](uint32_t q_tile, uint32_t do_tile) {
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) {
+        wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
+        wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
+      }
+    wgmma_commit();
+  };
+
+  // Query tile `it` (its Q, dO in `stage`). A tile's dV/dK products are issued in the next tile's
+  // iteration (with_prev), ahead of its S^T and dP^T, so the tensor cores run all three back to
+  // back while the threads pass the barrier and refill the stage; every product is waited for in
+  // the iteration that issues it. ptxas serializes all wgmma of a kernel where one stays in flight
+  // across a loop's back edge, or where one is issued under a runtime condition; hence the first
+  // tile peeled off (with_prev is a compile-time flag) and the last tile's products after the loop.
+  // No tile of the loop is skipped: every query tile in the range sees one of the block's keys.
+  auto tile = [&](auto with_prev, int it, int stage) {
+    mbarrier_wait(q_bar(stage), (it >> 1) & 1);  // Q(it), dO(it): the (it / 2)-th fill of the stage
+    cp_async_wait_all();                         // its lse and D_i rows: the only group in flight
+    __syncthreads();                             // ... for every thread's rows
+    const int m0 = cur.m0;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
 
     // S^T = K Q^T and dP^T = V dO^T: rows = keys, columns = the tile's 64 queries; the head dim is
-    // the reduction, D / 16 k-steps (the first overwrites). Two commit groups, so that P^T is
-    // computed while dP^T is still running on the tensor cores.
+    // the reduction, D / 16 k-steps (the first overwrites). Separate commit groups, so that P^T is
+    // computed while dP^T is still running on the tensor cores. dP^T is issued only once the
+    // previous tile's products are done: its accumulators then take the registers of their A
+    // fragments (with both live, hd128 spilled and hd64 did not fit 3 blocks per SM).
     float st[BM / 8][4], dpt[BM / 8][4];
     wgmma_fence();
+    if constexpr (decltype(with_prev)::value) issue_dv_dk(sQ(stage ^ 1), sdO(stage ^ 1));
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(st, kmajor_desc<BN>(sK, ks), kmajor_desc<BM>(q_tile, ks), ks > 0);
     wgmma_commit();
+    wgmma_wait<1>();  // the previous tile's dV/dK are done; S^T may still run
+    __syncthreads();  // ... in every warp: stage ^ 1 may be refilled
+    if (it + 1 < iters) load_q_tile(stage ^ 1);
+    wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(dpt, kmajor_desc<BN>(sV, ks), kmajor_desc<BM>(do_tile, ks), ks > 0);
     wgmma_commit();
@@ -379,7 +456,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_
         }
     }
 
-    // P^T = exp(S^T * scale - lse) while dP^T may still run, then dS^T = P^T (dP^T - D_i).
+    // P^T = exp(S^T * scale - lse) while dP^T may still run, then dS^T = P^T (dP^T - D_i); both
+    // leave as A fragments for the next iteration's products.
     const float* lse_tile = sLse(stage);
     const float* dvec_tile = sDvec(stage);
 #pragma unroll
@@ -396,27 +474,21 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>) attention_bwd_
 #pragma unroll
       for (int i = 0; i < 4; ++i) dpt[j][i] = st[j][i] * (dpt[j][i] - ((i & 1) ? dv2.y : dv2.x));
     }
-
-    // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
-    // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK. All of P^T, dS^T become A
-    // fragments first (st, dpt die here); the fence then covers those and both accumulators.
-    uint32_t pa[BM / 16][4], dsa[BM / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BM / 16; ++kk) {
       c_to_a(pa[kk], st, kk);
       c_to_a(dsa[kk], dpt, kk);
     }
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h) {
-        wgmma_rs_bn(acc_half(dv_acc, h), pa[kk], nmajor_desc<BM>(do_tile, kk, h));
-        wgmma_rs_bn(acc_half(dk_acc, h), dsa[kk], nmajor_desc<BM>(q_tile, kk, h));
-      }
-    wgmma_commit();
-    wgmma_wait_all();  // the next iteration's loads overwrite this stage's Q and dO
+  };
+  mbarrier_wait(kv_bar, 0);
+  tile(std::false_type{}, 0, 0);
+  for (int it = 1; it < iters; ++it) {
+    blk.advance(cur);
+    tile(std::true_type{}, it, it & 1);
   }
+  wgmma_fence();
+  issue_dv_dk(sQ((iters - 1) & 1), sdO((iters - 1) & 1));
+  wgmma_wait_all();
 
   // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
   __nv_bfloat16* dk_head = p.dk + blk.kv_offset(p);
@@ -458,11 +530,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   cp_async_commit();
   blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
   cp_async_commit();
-  cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
-  __syncthreads();
-  block_row_dots<kThreads>(p, blk, smem + kQBytes, s_dvec, tid);
-  __syncthreads();
-
+  // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
+  const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
   const int w0_lo = int(p.mask.lowest_key(w0)), w1_lo = int(p.mask.lowest_key(w1));
   int row[MT][2], row_lo[MT][2];
@@ -476,8 +545,15 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       row_lo[mt][half] = int(p.mask.lowest_key(t));
       const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
       row_lse2[mt][half] = t < T ? p.lse[idx] * kLog2e : 0.f;
-      row_dvec[mt][half] = s_dvec[warp * kWarpRows + mt * 16 + g + 8 * half];
     }
+  cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
+  __syncthreads();
+  dots.finish(p, blk, smem + kQBytes, s_dvec);
+  __syncthreads();
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) row_dvec[mt][half] = s_dvec[warp * kWarpRows + mt * 16 + g + 8 * half];
 
   uint32_t q_frag[MT][D / 16][4], do_frag[MT][D / 16][4];
   float dq_acc[MT][D / 8][4];
@@ -581,32 +657,47 @@ template <int D>
 constexpr int kWgDqMinBlocks = D == 64 ? 3 : 2;
 
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_dq_wgmma_kernel(const BwdParams p) {
+__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
+    attention_bwd_dq_wgmma_kernel(const __grid_constant__ BwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
-  // Layout: Q, dO; then per stage K, V; then BM floats of D_i.
+  // Layout: Q, dO; then per stage K, V; then BM floats of D_i; then the mbarriers of the tile
+  // copies: Q and dO, then one per K, V stage.
   const uint32_t sQ = base, sdO = base + kTileBytes;
   auto sK = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
+  float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
+  const uint32_t q_bar = smem_u32(s_dvec + 4 * BM);
+  auto kv_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
-  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
 
-  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
-  load_tile<BM, D, kThreads>(sdO, p.dout + blk.q_off, blk.q_stride, m0, T, tid);
-  cp_async_commit();
-  blk.template load_kv<kThreads>(p, n_last, sK(0), sV(0), tid);
-  cp_async_commit();
-
-  float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
-  cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
+  // All tiles come by the copy engine; thread 0 asks for them.
+  if (tid == 0) {
+    for (int i = 0; i < 3; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    mbarrier_init_fence();
+  }
   __syncthreads();
-  block_row_dots<kThreads>(p, blk, smem + kTileBytes, s_dvec, tid);
-  __syncthreads();
+  auto load_kv = [&](int n, int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(kv_bar(stage), 2 * kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_k, sK(stage), n * BN, hk, blk.b, kv_bar(stage));
+      load_head_tile<D>(p.tm_v, sV(stage), n * BN, hk, blk.b, kv_bar(stage));
+    }
+  };
+  if (tid == 0) {
+    mbarrier_arrive_expect_bytes(q_bar, 2 * kTmaTileBytes<D>);
+    load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
+    load_head_tile<D>(p.tm_dout, sdO, m0, blk.h, blk.b, q_bar);
+  }
+  load_kv(n_last, 0);
 
+  // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
+  const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
   int row[2], row_lo[2];
@@ -617,8 +708,13 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     row[half] = t;
     row_lo[half] = int(p.mask.lowest_key(t));
     row_lse2[half] = t < T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * T + t] * kLog2e : 0.f;
-    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows (dO is zero-filled there)
   }
+
+  mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
+  dots.finish(p, blk, smem + kTileBytes, s_dvec);
+  __syncthreads();
+#pragma unroll
+  for (int half = 0; half < 2; ++half) row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
 #pragma unroll
@@ -626,22 +722,28 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
 #pragma unroll
     for (int i = 0; i < 4; ++i) dq_acc[j][i] = 0.f;
 
-  int stage = 0;
-  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
-    cp_async_wait_all();
-    fence_proxy_async();
-    __syncthreads();
-    if (n > n_first) {
-      blk.template load_kv<kThreads>(p, n - 1, sK(stage ^ 1), sV(stage ^ 1), tid);
-      cp_async_commit();
-    }
+  // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
+  // into C tiles 8h..8h+7 of dQ. As in dK/dV, a tile's product is issued in the next iteration,
+  // ahead of that tile's S and dP, and waited for inside it.
+  uint32_t dsa[BN / 16][4];  // dS of the previous tile (its K in stage ^ 1) as A fragments
+  auto issue_dq = [&](uint32_t k_tile) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dq_acc, h), dsa[kk], nmajor_desc<BN>(k_tile, kk, h));
+    wgmma_commit();
+  };
+  // Key tile n (its K, V in `stage`); the first is peeled off as in dK/dV.
+  auto tile = [&](auto with_prev, int n, int stage) {
+    mbarrier_wait(kv_bar(stage), ((n_last - n) >> 1) & 1);  // K(n), V(n): the stage's (n_last - n) / 2-th fill
     const int n0 = n * BN;
     const uint32_t k_tile = sK(stage), v_tile = sV(stage);
 
-    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), two commit groups so
-    // that P is computed while dP still runs.
+    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), in commit groups of
+    // their own so that P is computed while dP still runs.
     float s_acc[BN / 8][4], dp_acc[BN / 8][4];
     wgmma_fence();
+    if constexpr (decltype(with_prev)::value) issue_dq(sK(stage ^ 1));
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
     wgmma_commit();
@@ -649,6 +751,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     for (int ks = 0; ks < D / 16; ++ks)
       wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
     wgmma_commit();
+    wgmma_wait<2>();  // the previous tile's dQ product is done; S, dP may still run
+    __syncthreads();  // ... in every warp: K, V stage ^ 1 may be refilled
+    if (n > n_first) load_kv(n - 1, stage ^ 1);
     wgmma_wait<1>();  // S is done; dP may still run
 
     // Disallowed pairs get S = -inf, so P = exp(S * scale - lse) is exactly 0 (lse is finite; padded
@@ -673,20 +778,14 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>) attention_bwd_d
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) dp_acc[j][i] = s_acc[j][i] * (dp_acc[j][i] - row_dvec[i >> 1]);
-
-    // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
-    // into C tiles 8h..8h+7 of dQ. The fence follows the dS fragments and covers all of dq_acc.
-    uint32_t dsa[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(dsa[kk], dp_acc, kk);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dq_acc, h), dsa[kk], nmajor_desc<BN>(k_tile, kk, h));
-    wgmma_commit();
-    wgmma_wait_all();
-  }
+  };
+  tile(std::false_type{}, n_last, 0);
+  for (int n = n_last - 1; n >= n_first; --n) tile(std::true_type{}, n, (n_last - n) & 1);
+  wgmma_fence();
+  issue_dq(sK((n_last - n_first) & 1));
+  wgmma_wait_all();
   store_rows<D>(p.dq + blk.q_off, blk.q_stride, w0, T, dq_acc, p.scale, p.scale, lane);
 }
 #endif  // HYLO_WGMMA
@@ -755,6 +854,12 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.mask = mask;
   p.scale = 1.f / std::sqrt(float(shape.D));
   p.scale_log2 = p.scale * kLog2e;
+#if HYLO_WGMMA
+  p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
+  p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_dout = attn::make_head_tile_map(dout, shape.B, shape.T, shape.Hq, shape.D);
+#endif
   if (shape.D == 64)
     attn::launch_backward<64>(p, stream);
   else
