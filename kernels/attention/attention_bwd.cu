@@ -79,16 +79,14 @@ struct KeyBlock {
     load_tile<BN, D, kThreads>(sK, p.k + kv_offset(p), kv_stride(p), n0, T, tid);
     load_tile<BN, D, kThreads>(sV, p.v + kv_offset(p), kv_stride(p), n0, T, tid);
   }
-  // cp.async of a query tile's lse and D_i rows (zeros past T).
+  // cp.async of a query tile's lse and D_i rows (zeros past T), one value per thread.
   template <int kThreads>
   __device__ __forceinline__ void load_query_rows(const BwdParams& p, QueryTile q, float* lse, float* dvec,
                                                   int tid) const {
-    const size_t vec_off = (size_t(b) * p.Hq + q.h) * T;
-    for (int i = tid; i < 2 * BM; i += kThreads) {
-      const int t = q.m0 + (i % BM);
-      const float* src = (i < BM ? p.lse : p.dvec) + vec_off;
-      cp_async_4(smem_u32((i < BM ? lse : dvec) + i % BM), t < T ? src + t : src, t < T ? 4 : 0);
-    }
+    static_assert(kThreads == 2 * BM, "one lse or D_i value per thread");
+    const int t = q.m0 + tid % BM;
+    const float* src = (tid < BM ? p.lse : p.dvec) + (size_t(b) * p.Hq + q.h) * T;
+    cp_async_4(smem_u32((tid < BM ? lse : dvec) + tid % BM), t < T ? src + t : src, t < T ? 4 : 0);
   }
   // cp.async of a query tile's Q and dO tiles and its lse and D_i rows.
   template <int kThreads>

@@ -1,6 +1,7 @@
 // Building blocks shared by the attention kernels: mma.sync m16n8k16 bf16 fragments, ldmatrix,
-// cp.async tile loads into XOR-swizzled shared memory (the one tile layout of every kernel, wgmma
-// and mma.sync alike), and the host-side launch checks.
+// XOR-swizzled shared-memory tiles (the one tile layout of every kernel, wgmma and mma.sync alike)
+// with their cp.async loads (the wgmma kernels load the same tiles by TMA, tma.cuh), and the
+// host-side launch checks.
 //
 // Fragment vocabulary (PTX ISA, "Matrix fragments for mma.m16n8k16"), lane = 4 * g + c
 // (g = lane / 4 is the "group", c = lane % 4 the thread in group):
@@ -214,15 +215,11 @@ struct QueryBlock {
     n_first = int(p.mask.lowest_key(m0)) / BN;
     n_last = min(m0 + BM - 1, T - 1) / BN;
   }
-  // cp.async of key tile n's rows of one of K and V (zeros past T), or of both.
-  template <int kThreads>
-  __device__ __forceinline__ void load_key_rows(const __nv_bfloat16* kv, int n, uint32_t tile, int tid) const {
-    load_tile<BN, D, kThreads>(tile, kv + kv_off, kv_stride, n * BN, T, tid);
-  }
+  // cp.async of key tile n's K and V rows (zeros past T).
   template <int kThreads, class Params>
   __device__ __forceinline__ void load_kv(const Params& p, int n, uint32_t sK, uint32_t sV, int tid) const {
-    load_key_rows<kThreads>(p.k, n, sK, tid);
-    load_key_rows<kThreads>(p.v, n, sV, tid);
+    load_tile<BN, D, kThreads>(sK, p.k + kv_off, kv_stride, n * BN, T, tid);
+    load_tile<BN, D, kThreads>(sV, p.v + kv_off, kv_stride, n * BN, T, tid);
   }
 };
 

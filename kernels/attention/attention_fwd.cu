@@ -14,6 +14,7 @@
 
 #include "kernels/attention/attention.h"
 #include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/tma.cuh"
 #include "kernels/attention/wgmma.cuh"
 
 namespace hylo::cuda {
@@ -27,6 +28,9 @@ struct FwdParams {
   int T, Hq, Hkv, group;
   AttnMask mask;
   float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
+#if HYLO_WGMMA
+  CUtensorMap tm_q, tm_k, tm_v;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+#endif
 };
 
 #if !HYLO_WGMMA  // mma.sync: targets other than sm_90a
@@ -209,13 +213,13 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 //   kernel was latency bound (Nsight Compute: issue slots ~41% busy). One V buffer makes it 65 KB,
 //   3 blocks. The price: V(n) can be loaded only once the previous tile's P V product has read the
 //   buffer, so its load hides under this tile's S = Q K^T and softmax instead of a whole
-//   iteration, and a second barrier per tile makes it visible before P V.
+//   iteration.
 //   hd64 (8 KB tiles) keeps two V stages: at 41 KB its blocks are bound by registers, not shared
-//   memory, so one V buffer would win it no block and only add that barrier and a shorter prefetch.
+//   memory, so one V buffer would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdVStages = D == 128 ? 1 : 2;
 template <int D>
-constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (3 + kWgFwdVStages<D>) * kWgTileBytes<D>;
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (3 + kWgFwdVStages<D>) * (kWgTileBytes<D> + 8 /* mbarrier */);
 template <int D>
 constexpr int kWgFwdMinBlocks = 3;
 // An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
@@ -224,8 +228,9 @@ static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
               "the forward's shared memory must fit kWgFwdMinBlocks blocks per SM");
 
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_wgmma_kernel(const FwdParams p) {
-  constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
+__global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
+    attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
+  constexpr int BM = kWgRows, BN = kWgRows, kTileBytes = kWgTileBytes<D>;
   constexpr bool kOneV = kWgFwdVStages<D> == 1;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
@@ -236,38 +241,43 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
-  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
-  auto load_k = [&](int n, int stage) { blk.template load_key_rows<kThreads>(p.k, n, sK(stage), tid); };
-  auto load_v = [&](int n, int stage) { blk.template load_key_rows<kThreads>(p.v, n, sV(stage), tid); };
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
 
-  // cp.async groups. Each thread waits for its own groups, which complete in commit order; all
-  // threads commit the same sequence, so a wait, fence_proxy_async (the tensor cores read through
-  // the async proxy) and a barrier make a group's tiles complete and visible for the whole block.
-  // Tile n uses K stage `stage`.
-  //   Two V stages (hd64): group KV(n) = {K(n), V(n)} (the prologue's also holds Q), committed a
-  //     tile ahead. Top of iteration n: in flight {KV(n)} -> wait_group 0; the barrier also says
-  //     every thread has waited for tile n + 1's products, so stage^1 may be refilled.
-  //   One V buffer (hd128): the prologue commits {Q, K(n_last)}, then {V(n_last)}.
-  //     Top of iteration n: in flight {QK(n_last), V(n_last)} if n = n_last -> wait_group 1 (Q and
-  //       K landed, V may still be in flight); else {K(n)} (V(n + 1) landed before P V(n + 1))
-  //       -> wait_group 0. After the barrier every thread has passed its wait for S(n + 1) and
-  //       P V(n + 1), so K stage^1 and the V buffer are free: commit {V(n)} (n < n_last), then
-  //       {K(n - 1)} (n > n_first; nothing past n_first). In flight: {V(n), K(n - 1)}, or {V(n)}
-  //       when n = n_first.
-  //     Before P V(n): wait_group 1 if n > n_first, else 0 -> V(n) landed (K(n - 1), committed
-  //       after it, may not have); fence + barrier.
-  //     After the loop nothing is in flight.
-  //   V(n) is issued after the top barrier rather than after a barrier of its own at the end of
-  //   iteration n + 1: that barrier would be the top one, one wait for K(n) earlier (K(n) was
-  //   committed a tile before, so the wait is short), and each tile would pay three barriers.
-  load_tile<BM, D, kThreads>(sQ, p.q + blk.q_off, blk.q_stride, m0, T, tid);
-  load_k(n_last, 0);
-  if constexpr (!kOneV) load_v(n_last, 0);
-  cp_async_commit();
-  if constexpr (kOneV) {  // a group of its own: the first S product waits only for Q and K
-    load_v(n_last, 0);
-    cp_async_commit();
+  // Tiles come by the copy engine (thread 0 asks), each buffer with an mbarrier of its own, after
+  // the tiles: Q, K stage 0, K stage 1, then one per V buffer. Tile n is the i-th visited
+  // (i = n_last - n): K stage i % 2 (that stage's (i / 2)-th fill) and V buffer i % kWgFwdVStages;
+  // a wait names the fill's parity.
+  // Refills happen at the top of iteration n, after a barrier that says every warp is done with
+  // tile n + 1's products: K(n - 1) (and with two V stages V(n - 1)) into stage ^ 1, a tile ahead.
+  // With one V buffer, V(n) goes in there too (P V(n + 1) has read the buffer), so its load hides
+  // under S(n) and the softmax.
+  constexpr int kBars = 3 + kWgFwdVStages<D>;  // one per tile buffer
+  const uint32_t q_bar = base + kBars * kTileBytes;
+  auto k_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
+  auto v_bar = [&](int stage) { return q_bar + 8 * (3 + (kOneV ? 0 : stage)); };
+  if (tid == 0) {
+    for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    mbarrier_init_fence();
   }
+  __syncthreads();
+  auto load_k = [&](int n, int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(k_bar(stage), kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_k, sK(stage), n * BN, hk, blk.b, k_bar(stage));
+    }
+  };
+  auto load_v = [&](int n, int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(v_bar(stage), kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_v, sV(stage), n * BN, hk, blk.b, v_bar(stage));
+    }
+  };
+  if (tid == 0) {
+    mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);
+    load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
+  }
+  load_k(n_last, 0);
+  load_v(n_last, 0);
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
@@ -282,24 +292,16 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
 #pragma unroll
     for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
 
+  mbarrier_wait(q_bar, 0);
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
-    if (kOneV && n == n_last)
-      cp_async_wait_group<1>();
-    else
-      cp_async_wait_all();
-    fence_proxy_async();
-    __syncthreads();  // K(n) (two V stages: and V(n)) visible; all done with the buffers refilled below
-    if constexpr (kOneV) {
-      if (n < n_last) {
-        load_v(n, 0);
-        cp_async_commit();
-      }
-    }
+    const int i = n_last - n;
+    mbarrier_wait(k_bar(stage), (i >> 1) & 1);
+    __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
+    if (kOneV && n < n_last) load_v(n, 0);
     if (n > n_first) {
       load_k(n - 1, stage ^ 1);
       if constexpr (!kOneV) load_v(n - 1, stage ^ 1);
-      cp_async_commit();
     }
     const int n0 = n * BN;
 
@@ -356,14 +358,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>) attention_fwd_
     uint32_t p_frag[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
-    if constexpr (kOneV) {  // V(n), loaded under S and the softmax (see the group accounting above)
-      if (n > n_first)
-        cp_async_wait_group<1>();
-      else
-        cp_async_wait_all();
-      fence_proxy_async();
-      __syncthreads();
-    }
+    mbarrier_wait(v_bar(stage), kOneV ? i & 1 : (i >> 1) & 1);  // V(n)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
@@ -430,6 +425,11 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   p.mask = mask;
   p.scale = 1.f / std::sqrt(float(shape.D));
   p.scale_log2 = p.scale * kLog2e;
+#if HYLO_WGMMA
+  p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
+  p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
+#endif
   if (shape.D == 64)
     attn::launch_forward<64>(p, shape.B, stream);
   else
