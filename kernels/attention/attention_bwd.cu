@@ -36,7 +36,8 @@ struct BwdParams {
   AttnMask mask;
   float scale, scale_log2;
 #if HYLO_WGMMA
-  CUtensorMap tm_q, tm_k, tm_v, tm_dout;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+  CUtensorMap tm_q, tm_k, tm_v, tm_dout, tm_dq, tm_dk, tm_dv;
 #endif
 };
 
@@ -354,7 +355,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     for (int i = 0; i < 3; ++i) mbarrier_init(kv_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
-  __syncthreads();
   // Tiles come by the copy engine (thread 0 asks), lse and D_i rows by cp.async: their rows start
   // at any 4-byte offset, which tile copies cannot address when T is not a multiple of 4.
   // ahead: the next query tile to load; the tile lambda below gets the one being worked on.
@@ -375,6 +375,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     load_head_tile<D>(p.tm_v, sV, n0, blk.hk, blk.b, kv_bar);
   }
   load_q_tile(0);
+  // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
+  // issued the first copies (it initialised them itself), so those start a barrier earlier.
+  __syncthreads();
 
   // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its two key rows.
   const int wk0 = n0 + warp * 16, wk1 = wk0 + 15;
@@ -488,11 +491,17 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   issue_dv_dk(sQ((iters - 1) & 1), sdO((iters - 1) & 1));
   wgmma_wait_all();
 
-  // dS was taken w.r.t. the scaled scores: dK picks up the scale once here.
-  __nv_bfloat16* dk_head = p.dk + blk.kv_offset(p);
-  __nv_bfloat16* dv_head = p.dv + blk.kv_offset(p);
-  store_rows<D>(dk_head, blk.kv_stride(p), wk0, T, dk_acc, p.scale, p.scale, lane);
-  store_rows<D>(dv_head, blk.kv_stride(p), wk0, T, dv_acc, 1.f, 1.f, lane);
+  // dK and dV leave through the K and V tiles, free now. dS was taken w.r.t. the scaled scores:
+  // dK picks up the scale once here.
+  __syncthreads();  // every warp is done reading K and V
+  stage_rows<D>(sK, dk_acc, p.scale, p.scale, warp, lane);
+  stage_rows<D>(sV, dv_acc, 1.f, 1.f, warp, lane);
+  fence_proxy_async();
+  __syncthreads();
+  if (tid == 0) {
+    store_head_tile<D>(p.tm_dk, sK, n0, blk.hk, blk.b);
+    store_head_tile<D>(p.tm_dv, sV, n0, blk.hk, blk.b);
+  }
 }
 #endif  // HYLO_WGMMA
 
@@ -679,7 +688,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
     for (int i = 0; i < 3; ++i) mbarrier_init(q_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
-  __syncthreads();
   auto load_kv = [&](int n, int stage) {
     if (tid == 0) {
       mbarrier_arrive_expect_bytes(kv_bar(stage), 2 * kTmaTileBytes<D>);
@@ -693,6 +701,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
     load_head_tile<D>(p.tm_dout, sdO, m0, blk.h, blk.b, q_bar);
   }
   load_kv(n_last, 0);
+  // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
+  // issued the first copies (it initialised them itself), so those start a barrier earlier.
+  __syncthreads();
 
   // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
@@ -705,14 +716,19 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
     const int t = w0 + g + 8 * half;
     row[half] = t;
     row_lo[half] = int(p.mask.lowest_key(t));
-    row_lse2[half] = t < T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * T + t] * kLog2e : 0.f;
+    row_lse2[half] = t < T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * T + t] : 0.f;  // times log2(e) below
   }
 
   mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
   dots.finish(p, blk, smem + kTileBytes, s_dvec);
   __syncthreads();
 #pragma unroll
-  for (int half = 0; half < 2; ++half) row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows
+  for (int half = 0; half < 2; ++half) {
+    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows
+    // Only here, after the waits, so that the lse reads' latency hides under the tile copies'
+    // (scaled next to the read, the first use stalled on it: a tenth of the kernel's stalls).
+    row_lse2[half] *= kLog2e;
+  }
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
 #pragma unroll
@@ -784,7 +800,13 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   wgmma_fence();
   issue_dq(sK((n_last - n_first) & 1));
   wgmma_wait_all();
-  store_rows<D>(p.dq + blk.q_off, blk.q_stride, w0, T, dq_acc, p.scale, p.scale, lane);
+
+  // dQ leaves through the Q tile, free now.
+  __syncthreads();  // every warp is done reading Q
+  stage_rows<D>(sQ, dq_acc, p.scale, p.scale, warp, lane);
+  fence_proxy_async();
+  __syncthreads();
+  if (tid == 0) store_head_tile<D>(p.tm_dq, sQ, m0, blk.h, blk.b);
 }
 #endif  // HYLO_WGMMA
 
@@ -857,6 +879,9 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_dout = attn::make_head_tile_map(dout, shape.B, shape.T, shape.Hq, shape.D);
+  p.tm_dq = attn::make_head_tile_map(dq, shape.B, shape.T, shape.Hq, shape.D);
+  p.tm_dk = attn::make_head_tile_map(dk, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_dv = attn::make_head_tile_map(dv, shape.B, shape.T, shape.Hkv, shape.D);
 #endif
   if (shape.D == 64)
     attn::launch_backward<64>(p, stream);

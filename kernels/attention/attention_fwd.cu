@@ -29,7 +29,7 @@ struct FwdParams {
   AttnMask mask;
   float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
 #if HYLO_WGMMA
-  CUtensorMap tm_q, tm_k, tm_v;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+  CUtensorMap tm_q, tm_k, tm_v, tm_out;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
 #endif
 };
 
@@ -259,7 +259,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
-  __syncthreads();
   auto load_k = [&](int n, int stage) {
     if (tid == 0) {
       mbarrier_arrive_expect_bytes(k_bar(stage), kTmaTileBytes<D>);
@@ -278,6 +277,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   }
   load_k(n_last, 0);
   load_v(n_last, 0);
+  // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
+  // issued the first copies (it initialised them itself), so those start a barrier earlier.
+  __syncthreads();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
@@ -368,8 +370,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     wgmma_wait_all();
   }
 
-  // Epilogue: finish the row sums across the quad, normalise, write out and lse.
-  __nv_bfloat16* out_head = p.out + blk.q_off;
+  // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
+  // (free now).
   float* lse_row = p.lse + (size_t(blk.b) * p.Hq + blk.h) * T;
   float inv[2];
 #pragma unroll
@@ -381,7 +383,11 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     const int t = w0 + g + 8 * half;
     if (c == 0 && t < T) lse_row[t] = row_max[half] * p.scale + logf(sum);
   }
-  store_rows<D>(out_head, blk.q_stride, w0, T, o_acc, inv[0], inv[1], lane);
+  __syncthreads();  // every warp is done reading Q
+  stage_rows<D>(sQ, o_acc, inv[0], inv[1], warp, lane);
+  fence_proxy_async();
+  __syncthreads();
+  if (tid == 0) store_head_tile<D>(p.tm_out, sQ, m0, blk.h, blk.b);
 }
 #endif  // HYLO_WGMMA
 
@@ -429,6 +435,7 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_out = attn::make_head_tile_map(out, shape.B, shape.T, shape.Hq, shape.D);
 #endif
   if (shape.D == 64)
     attn::launch_forward<64>(p, shape.B, stream);

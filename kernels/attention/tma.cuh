@@ -9,7 +9,9 @@
 // row r at r * 128 with 16-byte chunk c at chunk c ^ (r % 8) (the hardware XORs address bits 4-6
 // with bits 7-9, given a 1024-byte aligned destination): exactly one swizzled<64> half. An hd128
 // tile is two boxes, columns 0..63 into the first half and 64..127 into the second.
-// Rows past T are filled with zeros by the copy engine, as load_tile does.
+// Rows past T are filled with zeros by the copy engine, as load_tile does. The kernels' outputs
+// leave the same way (store_head_tile): staged as bf16 in a swizzled tile (stage_rows, wgmma.cuh),
+// then written by one bulk copy instead of every thread's partial-row stores.
 #pragma once
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -72,6 +74,23 @@ __device__ __forceinline__ void load_head_tile(const CUtensorMap& map, uint32_t 
         "%5}], [%6];\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
         "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar)
         : "memory");
+}
+
+// The 64 x D swizzled tile at smem_tile to rows [row0, row0 + 64) of head h, batch b of the tensor
+// behind `map` (rows past T are dropped by the copy engine). Called by one thread, after a
+// fence_proxy_async and a barrier have made every thread's writes to the tile visible to the copy
+// engine; returns once the tile has been read, so the block may exit or reuse it.
+template <int D>
+__device__ __forceinline__ void store_head_tile(const CUtensorMap& map, uint32_t smem_tile, int row0, int h, int b) {
+#pragma unroll
+  for (int half = 0; half < D / 64; ++half)
+    asm volatile(
+        "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+            reinterpret_cast<uint64_t>(&map)),
+        "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(smem_tile + swizzled<64>(0, 8 * half))
+        : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
 }  // namespace hylo::cuda::attn

@@ -84,6 +84,27 @@ __device__ __forceinline__ float (&acc_half(float (&acc)[N][4], int h))[8][4] {
   return *reinterpret_cast<float(*)[8][4]>(&acc[8 * h]);
 }
 
+// Writes the warpgroup's 64 x D fp32 accumulator (warp w's rows 16w.., C-tile layout) times
+// scale_lo / scale_hi (rows g / g + 8 of each warp) as bf16 into the swizzled 64 x D tile at
+// smem_tile, for store_head_tile (tma.cuh). Each thread writes 4 bytes of chunk j of its rows; the
+// XOR of the layout puts a warp's 32 writes into 32 different banks.
+template <int D>
+__device__ __forceinline__ void stage_rows(uint32_t smem_tile, const float (&acc)[D / 8][4], float scale_lo,
+                                           float scale_hi, int warp, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = 16 * warp + g + 8 * half;
+    const float s = half ? scale_hi : scale_lo;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const uint32_t v = pack_bf16(acc[j][2 * half] * s, acc[j][2 * half + 1] * s);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem_tile + swizzled<kWgRows>(row, j) + 4 * c), "r"(v)
+                   : "memory");
+    }
+  }
+}
+
 // Orders this thread's register writes before wgmma reads them (accumulators, A fragments).
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
