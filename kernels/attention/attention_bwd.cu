@@ -31,14 +31,18 @@ struct BwdParams {
   const __nv_bfloat16 *q, *k, *v, *out, *dout;
   const float* lse;
   __nv_bfloat16 *dq, *dk, *dv;
-  float* dvec;  // D_i, (B, Hq, T)
-  int B, T, Hq, Hkv, group;
+  // What the dQ pass hands dK/dV (the workspace): lse * log2(e), then D_i, each (B, Hq, T_pad),
+  // rows padded to a multiple of 4 floats (16 bytes, which tile copies need) and zero past T.
+  float* rows;
+  int B, T, T_pad, Hq, Hkv, group;
   AttnMask mask;
   float scale, scale_log2;
 #if HYLO_WGMMA
   // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
-  CUtensorMap tm_q, tm_k, tm_v, tm_dout, tm_dq, tm_dk, tm_dv;
+  CUtensorMap tm_q, tm_k, tm_v, tm_dout, tm_dq, tm_dk, tm_dv, tm_rows;
 #endif
+  // Row of p.rows holding query head h, batch b: lse * log2(e) (which = 0) or D_i (which = 1).
+  __device__ __forceinline__ int rows_row(int which, int b, int h) const { return (which * B + b) * Hq + h; }
 };
 
 // A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. It visits, for each query
@@ -80,23 +84,17 @@ struct KeyBlock {
     load_tile<BN, D, kThreads>(sK, p.k + kv_offset(p), kv_stride(p), n0, T, tid);
     load_tile<BN, D, kThreads>(sV, p.v + kv_offset(p), kv_stride(p), n0, T, tid);
   }
-  // cp.async of a query tile's lse and D_i rows (zeros past T), one value per thread.
-  template <int kThreads>
-  __device__ __forceinline__ void load_query_rows(const BwdParams& p, QueryTile q, float* lse, float* dvec,
-                                                  int tid) const {
-    static_assert(kThreads == 2 * BM, "one lse or D_i value per thread");
-    const int t = q.m0 + tid % BM;
-    const float* src = (tid < BM ? p.lse : p.dvec) + (size_t(b) * p.Hq + q.h) * T;
-    cp_async_4(smem_u32((tid < BM ? lse : dvec) + tid % BM), t < T ? src + t : src, t < T ? 4 : 0);
-  }
-  // cp.async of a query tile's Q and dO tiles and its lse and D_i rows.
+  // cp.async of a query tile's Q and dO tiles and its lse * log2(e) and D_i rows (zeros past T).
   template <int kThreads>
   __device__ __forceinline__ void load_queries(const BwdParams& p, QueryTile q, uint32_t sQ, uint32_t sdO,
-                                               float* lse, float* dvec, int tid) const {
+                                               float* lse2, float* dvec, int tid) const {
+    static_assert(kThreads == 2 * BM, "one lse or D_i value per thread");
     const size_t head_off = (size_t(b) * T * p.Hq + q.h) * D, q_stride = size_t(p.Hq) * D;
     load_tile<BM, D, kThreads>(sQ, p.q + head_off, q_stride, q.m0, T, tid);
     load_tile<BM, D, kThreads>(sdO, p.dout + head_off, q_stride, q.m0, T, tid);
-    load_query_rows<kThreads>(p, q, lse, dvec, tid);
+    const int which = tid / BM, t = q.m0 + tid % BM;
+    const float* src = p.rows + size_t(p.rows_row(which, b, q.h)) * p.T_pad;
+    cp_async_4(smem_u32((which ? dvec : lse2) + tid % BM), t < T ? src + t : src, t < T ? 4 : 0);
   }
 };
 
@@ -104,19 +102,22 @@ struct KeyBlock {
 // them (it has the dO tile in shared memory already): two threads per row, each half of the head
 // dim. Two steps, so that the O reads from global memory are in flight while the block still waits
 // for its dO tile: the constructor issues them (before the wait), finish() forms the dots (after
-// the barrier). finish() writes p.dvec for the dK/dV kernel, which runs after dQ, and dvec_smem (BM
-// floats) for the block itself; padded rows get 0 (their O is taken as 0, their dO is zero-filled).
+// the barrier). finish() writes D_i and lse * log2(e) to p.rows for the dK/dV kernel, which runs
+// after dQ, and D_i to dvec_smem (BM floats) for the block itself; padded rows get 0 (their O and
+// lse are taken as 0, their dO is zero-filled).
 template <int kThreads, int D, int BM, int BN>
 struct BlockRowDots {
   static_assert(kThreads == 2 * BM, "two threads per row");
   int r, part, t;
   uint4 o[D / 16];  // this thread's half of row t of O
+  float lse;        // row t's lse (read by part 0)
 
   __device__ __forceinline__ BlockRowDots(const BwdParams& p, const QueryBlock<D, BM, BN>& blk, int tid)
       : r(tid >> 1), part(tid & 1), t(blk.m0 + (tid >> 1)) {
     const uint4* src = reinterpret_cast<const uint4*>(p.out + blk.q_off + size_t(t) * blk.q_stride) + part * (D / 16);
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) o[k] = t < p.T ? src[k] : make_uint4(0, 0, 0, 0);
+    lse = part == 0 && t < p.T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * p.T + t] : 0.f;
   }
 
   __device__ __forceinline__ void finish(const BwdParams& p, const QueryBlock<D, BM, BN>& blk,
@@ -136,7 +137,10 @@ struct BlockRowDots {
     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
     if (part == 0) {
       dvec_smem[r] = dot;
-      if (t < p.T) p.dvec[(size_t(blk.b) * p.Hq + blk.h) * p.T + t] = dot;
+      if (t < p.T_pad) {
+        p.rows[size_t(p.rows_row(0, blk.b, blk.h)) * p.T_pad + t] = lse * kLog2e;
+        p.rows[size_t(p.rows_row(1, blk.b, blk.h)) * p.T_pad + t] = dot;
+      }
     }
   }
 };
@@ -253,7 +257,8 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
         }
       }
 
-      // P^T = exp(S^T * scale - lse), then dS^T = P^T (dP^T - D_i); disallowed pairs give 0.
+      // P^T = exp(S^T * scale - lse) (lse2 = lse * log2(e)), then dS^T = P^T (dP^T - D_i);
+      // disallowed pairs give 0.
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int col0 = ch * 16 + nt * 8 + 2 * c;
@@ -264,7 +269,7 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 #pragma unroll
           for (int i = 0; i < 4; ++i) {
             const int half = i >> 1, col = i & 1, t = m0 + col0 + col;
-            float pr = fast_exp2(fmaf(st[mt][nt][i], p.scale_log2, -(col ? lse2.y : lse2.x) * kLog2e));
+            float pr = fast_exp2(fmaf(st[mt][nt][i], p.scale_log2, -(col ? lse2.y : lse2.x)));
             if (needs_mask && (t < key_row[mt][half] || t > key_hi[mt][half])) pr = 0.f;
             st[mt][nt][i] = pr;
             dpt[mt][nt][i] = pr * (dpt[mt][nt][i] - (col ? dv2.y : dv2.x));
@@ -331,7 +336,7 @@ constexpr int kWgDkvMinBlocks = D == 64 ? 3 : 2;
 template <int D>
 __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     attention_bwd_dkdv_wgmma_kernel(const __grid_constant__ BwdParams p) {
-  constexpr int BN = kWgRows, BM = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
+  constexpr int BN = kWgRows, BM = kWgRows, kTileBytes = kWgTileBytes<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
@@ -355,18 +360,18 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     for (int i = 0; i < 3; ++i) mbarrier_init(kv_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
-  // Tiles come by the copy engine (thread 0 asks), lse and D_i rows by cp.async: their rows start
-  // at any 4-byte offset, which tile copies cannot address when T is not a multiple of 4.
+  // Everything comes by the copy engine; thread 0 asks. A query tile is its Q and dO tiles and its
+  // lse * log2(e) and D_i rows (p.rows), on one mbarrier per stage.
   // ahead: the next query tile to load; the tile lambda below gets the one being worked on.
   typename KeyBlock<D, BN, BM>::QueryTile ahead = blk.first_query_tile(p), cur = ahead;
   auto load_q_tile = [&](int stage) {
     if (tid == 0) {
-      mbarrier_arrive_expect_bytes(q_bar(stage), 2 * kTmaTileBytes<D>);
+      mbarrier_arrive_expect_bytes(q_bar(stage), 2 * kTmaTileBytes<D> + 2 * kTmaRowBytes);
       load_head_tile<D>(p.tm_q, sQ(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
       load_head_tile<D>(p.tm_dout, sdO(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
+      load_row(p.tm_rows, smem_u32(sLse(stage)), ahead.m0, p.rows_row(0, blk.b, ahead.h), q_bar(stage));
+      load_row(p.tm_rows, smem_u32(sDvec(stage)), ahead.m0, p.rows_row(1, blk.b, ahead.h), q_bar(stage));
     }
-    blk.template load_query_rows<kThreads>(p, ahead, sLse(stage), sDvec(stage), tid);
-    cp_async_commit();
     blk.advance(ahead);
   };
   if (tid == 0) {
@@ -417,9 +422,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   // tile peeled off (with_prev is a compile-time flag) and the last tile's products after the loop.
   // No tile of the loop is skipped: every query tile in the range sees one of the block's keys.
   auto tile = [&](auto with_prev, int it, int stage) {
-    mbarrier_wait(q_bar(stage), (it >> 1) & 1);  // Q(it), dO(it): the (it / 2)-th fill of the stage
-    cp_async_wait_all();                         // its lse and D_i rows: the only group in flight
-    __syncthreads();                             // ... for every thread's rows
+    mbarrier_wait(q_bar(stage), (it >> 1) & 1);  // query tile it: the (it / 2)-th fill of the stage
     const int m0 = cur.m0;
     const uint32_t q_tile = sQ(stage), do_tile = sdO(stage);
 
@@ -466,7 +469,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
       const float2 lse2 = *reinterpret_cast<const float2*>(lse_tile + j * 8 + 2 * c);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        st[j][i] = fast_exp2(fmaf(st[j][i], p.scale_log2, -((i & 1) ? lse2.y : lse2.x) * kLog2e));
+        st[j][i] = fast_exp2(fmaf(st[j][i], p.scale_log2, -((i & 1) ? lse2.y : lse2.x)));  // lse2 = lse * log2(e)
     }
     wgmma_wait_all();
 #pragma unroll
@@ -842,8 +845,12 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
 }  // namespace
 }  // namespace attn
 
+// Rows of the lse * log2(e) and D_i workspace: T padded to a multiple of 4 floats (tile copies
+// need 16-byte row strides).
+static int padded_rows(int T) { return (T + 3) / 4 * 4; }
+
 size_t attention_backward_workspace_bytes(const AttnShape& shape) {
-  const size_t bytes = size_t(shape.B) * shape.Hq * shape.T * sizeof(float);
+  const size_t bytes = 2 * size_t(shape.B) * shape.Hq * padded_rows(shape.T) * sizeof(float);
   return (bytes + 255) / 256 * 256;
 }
 
@@ -865,9 +872,10 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.dq = reinterpret_cast<__nv_bfloat16*>(dq);
   p.dk = reinterpret_cast<__nv_bfloat16*>(dk);
   p.dv = reinterpret_cast<__nv_bfloat16*>(dv);
-  p.dvec = static_cast<float*>(workspace);
+  p.rows = static_cast<float*>(workspace);
   p.B = shape.B;
   p.T = shape.T;
+  p.T_pad = padded_rows(shape.T);
   p.Hq = shape.Hq;
   p.Hkv = shape.Hkv;
   p.group = shape.Hq / shape.Hkv;
@@ -882,6 +890,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.tm_dq = attn::make_head_tile_map(dq, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_dk = attn::make_head_tile_map(dk, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_dv = attn::make_head_tile_map(dv, shape.B, shape.T, shape.Hkv, shape.D);
+  p.tm_rows = attn::make_row_map(p.rows, 2 * shape.B * shape.Hq, p.T_pad);
 #endif
   if (shape.D == 64)
     attn::launch_backward<64>(p, stream);

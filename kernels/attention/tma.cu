@@ -41,5 +41,22 @@ CUtensorMap make_head_tile_map(const void* base, int B, int T, int H, int D) {
   return map;
 }
 
+CUtensorMap make_row_map(const float* base, int rows, int row_len) {
+  HYLO_CUDA_REQUIRE(reinterpret_cast<uintptr_t>(base) % 16 == 0 && row_len % 4 == 0,
+                    "attention (CUDA): rows at %p of %d floats are not 16-byte aligned", static_cast<const void*>(base),
+                    row_len);
+  const cuuint64_t dims[2] = {cuuint64_t(row_len), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(row_len) * 4};  // bytes
+  const cuuint32_t box[2] = {64, 1};
+  const cuuint32_t element_strides[2] = {1, 1};
+  CUtensorMap map;
+  const CUresult rc = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base), dims, strides,
+                                     box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                     CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  HYLO_CUDA_REQUIRE(rc == CUDA_SUCCESS, "attention (CUDA): cuTensorMapEncodeTiled failed (%d) for %d rows of %d",
+                    int(rc), rows, row_len);
+  return map;
+}
+
 }  // namespace hylo::cuda::attn
 #endif  // HYLO_WGMMA

@@ -28,6 +28,9 @@ namespace hylo::cuda::attn {
 // A tensor map of a (B, T, H, D) bf16 tensor whose box is one 64-row x 64-column half tile of one
 // head. Coordinates (innermost first): column, head, row, batch.
 CUtensorMap make_head_tile_map(const void* base, int B, int T, int H, int D);
+// A tensor map of `rows` fp32 rows of `row_len` floats (a multiple of 4), whose box is 64
+// consecutive floats of one row. Coordinates: position, row.
+CUtensorMap make_row_map(const float* base, int rows, int row_len);
 
 // ---- device: mbarriers ------------------------------------------------------------------------
 
@@ -57,9 +60,10 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 
 // ---- device: tile copies -----------------------------------------------------------------------
 
-// Bytes of one 64 x D tile (what one load_head_tile announces).
+// Bytes of one 64 x D tile (what one load_head_tile announces), and of one load_row.
 template <int D>
 constexpr uint32_t kTmaTileBytes = 64 * D * 2;
+constexpr uint32_t kTmaRowBytes = 64 * 4;
 
 // Rows [row0, row0 + 64) of head h, batch b of the tensor behind `map` into the 64 x D swizzled tile
 // at smem_tile (1024-byte aligned), completing on mbarrier `bar`. Called by one thread; the caller
@@ -74,6 +78,16 @@ __device__ __forceinline__ void load_head_tile(const CUtensorMap& map, uint32_t 
         "%5}], [%6];\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
         "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar)
         : "memory");
+}
+
+// Floats [pos0, pos0 + 64) of row `row` of the tensor behind a make_row_map map (zeros past its
+// end) to smem (128-byte aligned), completing on mbarrier `bar`. Called by one thread.
+__device__ __forceinline__ void load_row(const CUtensorMap& map, uint32_t smem, int pos0, int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+      "[%4];\n" ::"r"(smem),
+      "l"(reinterpret_cast<uint64_t>(&map)), "r"(pos0), "r"(row), "r"(bar)
+      : "memory");
 }
 
 // The 64 x D swizzled tile at smem_tile to rows [row0, row0 + 64) of head h, batch b of the tensor
