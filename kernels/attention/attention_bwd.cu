@@ -1,7 +1,7 @@
 // Attention backward, deterministic (no atomics), in two launches:
 //   1. dq:   one block per (query tile, head, batch), the forward's structure: D_i = rowsum(dO * O)
-//      of its rows first (written out for dkdv), then recompute P from the saved lse,
-//      dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
+//      of its rows first (written out for dkdv with lse * log2(e): BwdParams::rows), then
+//      recompute P from the saved lse, dP = dO V^T, dS = P * (dP - D_i), dQ += dS K.
 //   2. dkdv: one block per (key tile, kv head, batch). Each warp owns 16 * kMTiles keys and
 //      computes the transposed products S^T = K Q^T and dP^T = V dO^T, so P^T and dS^T land in
 //      registers in exactly the A-fragment layout that dV += P^T dO and dK += dS^T Q need. All
@@ -9,8 +9,8 @@
 // The dq pass recomputes S and dP once more than an atomic dQ would; what it buys is a
 // bit-reproducible result (SPEC §3) without a T x T workspace. Computing D_i inside dq (which has
 // the dO tile in shared memory anyway) saves a launch and a pass over dO. In sm_90a builds both
-// head dims run the wgmma versions (same structure, one warpgroup per 64 keys or queries); the
-// mma.sync kernels serve the other targets.
+// head dims run the wgmma versions (same structure, one warpgroup per 64 keys or queries, tiles in
+// and outputs out by TMA); the mma.sync kernels serve the other targets.
 //
 // Legend: BM query rows per tile, BN keys per tile, D head dim; tensors as in attention.h.
 #include <cuda_bf16.h>
@@ -386,7 +386,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
 
   // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its two key rows.
   const int wk0 = n0 + warp * 16, wk1 = wk0 + 15;
-  const int wk0_hi = last_query(wk0), block_hi = last_query(min(n0 + BN - 1, T - 1));
+  const int wk0_hi = last_query(wk0);
   int key_row[2], key_hi[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {

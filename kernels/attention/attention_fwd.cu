@@ -5,7 +5,8 @@
 // key tiles in [lowest_key(first query), last query]; the mask is evaluated only on tiles where
 // some of the warp's pairs are disallowed, and a warp skips the math of a tile where none is allowed.
 // In sm_90a builds both head dims run attention_fwd_wgmma_kernel instead (one warpgroup per 64 rows,
-// wgmma products; see its comment); this kernel and its traits serve the other targets.
+// wgmma products, TMA tile copies; see its comment); this kernel and its traits serve the other
+// targets.
 //
 // Legend: BM query rows per block, BN keys per tile, D head dim; q_BTHD etc. as in attention.h.
 #include <cuda_bf16.h>
@@ -208,14 +209,15 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 // runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
 //
 // Shared memory: Q, K stage 0, K stage 1, then kWgFwdVStages<D> V buffers (each 64 x D, whole KB),
-// plus alignment slack. Both head dims are built for at least 3 blocks (12 warps) per SM:
+// an mbarrier per buffer and alignment slack. Both head dims are built for at least 3 blocks (12
+// warps) per SM:
 //   hd128 (16 KB tiles): with two V stages (81 KB) only 2 blocks fit, and at 8 warps per SM the
 //   kernel was latency bound (Nsight Compute: issue slots ~41% busy). One V buffer makes it 65 KB,
 //   3 blocks. The price: V(n) can be loaded only once the previous tile's P V product has read the
 //   buffer, so its load hides under this tile's S = Q K^T and softmax instead of a whole
 //   iteration.
-//   hd64 (8 KB tiles) keeps two V stages: at 41 KB its blocks are bound by registers, not shared
-//   memory, so one V buffer would win it no block and only shorten the prefetch.
+//   hd64 (8 KB tiles) keeps two V stages: its 41 KB fit 5 blocks per SM, as many as its registers
+//   (92) allow, so one V buffer would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdVStages = D == 128 ? 1 : 2;
 template <int D>
