@@ -1,0 +1,40 @@
+// The forward's parameters, shared by its two kernel families and its host entry (attention_fwd.cu).
+//
+// Attention forward: one thread block per (query tile, head, batch), FlashAttention-2 style: the
+// block keeps the online-softmax state (running max, partial sum) and the output accumulator of
+// its rows in registers while K and V tiles stream through swizzled shared memory. Tile skipping:
+// a query tile visits only key tiles in [lowest_key(first query), last query], and the mask is
+// evaluated only on tiles where some pairs are disallowed.
+//   attention_fwd_wgmma.cu (sm_90a): one warpgroup per 64 rows, wgmma products, TMA tile copies.
+//   attention_fwd_mma.cu (other targets): warps of 16 * kMTiles rows with Q fragments in registers,
+//   mma.sync products, a two-stage cp.async pipeline; a warp skips the math of a tile where none of
+//   its pairs is allowed.
+//
+// Legend: BM query rows per block, BN keys per tile, D head dim; q_BTHD etc. as in attention.h.
+#pragma once
+#include <cuda_bf16.h>
+
+#include "kernels/attention/attention.h"
+#include "kernels/attention/attention_common.cuh"
+#include "kernels/attention/tma.cuh"
+
+namespace hylo::cuda::attn {
+
+struct FwdParams {
+  const __nv_bfloat16 *q, *k, *v;
+  __nv_bfloat16* out;
+  float* lse;
+  int T, Hq, Hkv, group;
+  AttnMask mask;
+  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
+#if HYLO_WGMMA
+  CUtensorMap tm_q, tm_k, tm_v, tm_out;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+#endif
+};
+
+// Launches the forward over B sequences; defined, for D = 64 and 128, by the kernel family the
+// build targets.
+template <int D>
+void launch_forward(const FwdParams& p, int B, cudaStream_t stream);
+
+}  // namespace hylo::cuda::attn

@@ -1,0 +1,217 @@
+// Attention forward on warpgroup MMA (sm_90a), head dims 64 and 128, tiles in and O out by TMA
+// (tma.cuh). Built only for sm_90a (HYLO_WGMMA); attention_fwd_mma.cu serves other targets.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/attention/attention_fwd.cuh"
+#include "kernels/attention/wgmma.cuh"
+
+#if HYLO_WGMMA
+namespace hylo::cuda::attn {
+namespace {
+
+// Warpgroup MMA (sm_90a), head dims 64 and 128: one warpgroup per 64 queries (warp w owns rows
+// 16w..16w+15, its online-softmax state in registers as above), key tiles of 64. S = Q K^T reads Q
+// and K straight from the swizzled tiles (D / 16 k-steps); O += P V takes P from registers and V as
+// an N-major B, one product per 64-column half of O. A warp whose rows see none of a tile still
+// runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
+//
+// Shared memory: Q, K stage 0, K stage 1, then kWgFwdVStages<D> V buffers (each 64 x D, whole KB),
+// an mbarrier per buffer and alignment slack. Both head dims are built for at least 3 blocks (12
+// warps) per SM:
+//   hd128 (16 KB tiles): with two V stages (81 KB) only 2 blocks fit, and at 8 warps per SM the
+//   kernel was latency bound (Nsight Compute: issue slots ~41% busy). One V buffer makes it 65 KB,
+//   3 blocks. The price: V(n) can be loaded only once the previous tile's P V product has read the
+//   buffer, so its load hides under this tile's S = Q K^T and softmax instead of a whole
+//   iteration.
+//   hd64 (8 KB tiles) keeps two V stages: its 41 KB fit 5 blocks per SM, as many as its registers
+//   (92) allow, so one V buffer would win it no block and only shorten the prefetch.
+template <int D>
+constexpr int kWgFwdVStages = D == 128 ? 1 : 2;
+template <int D>
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (3 + kWgFwdVStages<D>) * (kWgTileBytes<D> + 8 /* mbarrier */);
+template <int D>
+constexpr int kWgFwdMinBlocks = 3;
+// An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
+static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
+                  kWgFwdMinBlocks<128> * (kWgFwdSmem<128> + 1024) <= 228 * 1024,
+              "the forward's shared memory must fit kWgFwdMinBlocks blocks per SM");
+
+template <int D>
+__global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
+    attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
+  constexpr int BM = kWgRows, BN = kWgRows, kTileBytes = kWgTileBytes<D>;
+  constexpr bool kOneV = kWgFwdVStages<D> == 1;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = smem_u32(align_smem_1024(smem_raw));
+  // Layout: Q, K stage 0, K stage 1, V stage 0 (, V stage 1); with one V buffer every stage is it.
+  const uint32_t sQ = base;
+  auto sK = [&](int stage) { return base + (1 + stage) * kTileBytes; };
+  auto sV = [&](int stage) { return base + (3 + (kOneV ? 0 : stage)) * kTileBytes; };
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const QueryBlock<D, BM, BN> blk(p);
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
+
+  // Tiles come by the copy engine (thread 0 asks), each buffer with an mbarrier of its own, after
+  // the tiles: Q, K stage 0, K stage 1, then one per V buffer. Tile n is the i-th visited
+  // (i = n_last - n): K stage i % 2 (that stage's (i / 2)-th fill) and V buffer i % kWgFwdVStages;
+  // a wait names the fill's parity.
+  // Refills happen at the top of iteration n, after a barrier that says every warp is done with
+  // tile n + 1's products: K(n - 1) (and with two V stages V(n - 1)) into stage ^ 1, a tile ahead.
+  // With one V buffer, V(n) goes in there too (P V(n + 1) has read the buffer), so its load hides
+  // under S(n) and the softmax.
+  constexpr int kBars = 3 + kWgFwdVStages<D>;  // one per tile buffer
+  const uint32_t q_bar = base + kBars * kTileBytes;
+  auto k_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
+  auto v_bar = [&](int stage) { return q_bar + 8 * (3 + (kOneV ? 0 : stage)); };
+  if (tid == 0) {
+    for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    mbarrier_init_fence();
+  }
+  auto load_k = [&](int n, int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(k_bar(stage), kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_k, sK(stage), n * BN, hk, blk.b, k_bar(stage));
+    }
+  };
+  auto load_v = [&](int n, int stage) {
+    if (tid == 0) {
+      mbarrier_arrive_expect_bytes(v_bar(stage), kTmaTileBytes<D>);
+      load_head_tile<D>(p.tm_v, sV(stage), n * BN, hk, blk.b, v_bar(stage));
+    }
+  };
+  if (tid == 0) {
+    mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);
+    load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
+  }
+  load_k(n_last, 0);
+  load_v(n_last, 0);
+  // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
+  // issued the first copies (it initialised them itself), so those start a barrier earlier.
+  __syncthreads();
+
+  const int w0 = m0 + warp * 16, w1 = w0 + 15;
+  const int w1_lo = int(p.mask.lowest_key(w1));
+  int row_lo[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
+
+  float o_acc[D / 8][4];  // C tile j = output columns 8j..8j+7
+  float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max of raw scores; partial sum
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
+
+  mbarrier_wait(q_bar, 0);
+  int stage = 0;
+  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
+    const int i = n_last - n;
+    mbarrier_wait(k_bar(stage), (i >> 1) & 1);
+    __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
+    if (kOneV && n < n_last) load_v(n, 0);
+    if (n > n_first) {
+      load_k(n - 1, stage ^ 1);
+      if constexpr (!kOneV) load_v(n - 1, stage ^ 1);
+    }
+    const int n0 = n * BN;
+
+    // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
+    float s_acc[BN / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait_all();
+
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int half = i >> 1, t = w0 + g + 8 * half, s = n0 + j * 8 + 2 * c + (i & 1);
+          if (s < row_lo[half] || s > t) s_acc[j][i] = -INFINITY;
+        }
+    }
+
+    // Online softmax: rescale what was accumulated when the running max grows.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float mx = row_max[half];
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[j][2 * half], s_acc[j][2 * half + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
+      const float base_log2 = mx == -INFINITY ? 0.f : mx * p.scale_log2;
+      const float correction = fast_exp2(row_max[half] * p.scale_log2 - base_log2);
+      row_max[half] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j) {
+        float* sv = &s_acc[j][2 * half];
+        sv[0] = fast_exp2(fmaf(sv[0], p.scale_log2, -base_log2));
+        sv[1] = fast_exp2(fmaf(sv[1], p.scale_log2, -base_log2));
+        sum += sv[0] + sv[1];
+      }
+      row_sum[half] = row_sum[half] * correction + sum;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o_acc[j][2 * half] *= correction;
+        o_acc[j][2 * half + 1] *= correction;
+      }
+    }
+
+    // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half h
+    // of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
+    // P fragments, so it covers every register the products below read or write.
+    uint32_t p_frag[BN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    mbarrier_wait(v_bar(stage), kOneV ? i & 1 : (i >> 1) & 1);  // V(n)
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
+    wgmma_commit();
+    wgmma_wait_all();
+  }
+
+  // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
+  // (free now).
+  float* lse_row = p.lse + (size_t(blk.b) * p.Hq + blk.h) * T;
+  float inv[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[half] = sum > 0.f ? 1.f / sum : 0.f;
+    const int t = w0 + g + 8 * half;
+    if (c == 0 && t < T) lse_row[t] = row_max[half] * p.scale + logf(sum);
+  }
+  __syncthreads();  // every warp is done reading Q
+  stage_rows<D>(sQ, o_acc, inv[0], inv[1], warp, lane);
+  fence_proxy_async();
+  __syncthreads();
+  if (tid == 0) store_head_tile<D>(p.tm_out, sQ, m0, blk.h, blk.b);
+}
+
+}  // namespace
+
+template <int D>
+void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
+  constexpr int kSmem = kWgFwdSmem<D>;
+  reserve_smem<attention_fwd_wgmma_kernel<D>>(kSmem);
+  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kSmem, stream>>>(p);
+  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
+}
+template void launch_forward<64>(const FwdParams&, int, cudaStream_t);
+template void launch_forward<128>(const FwdParams&, int, cudaStream_t);
+
+}  // namespace hylo::cuda::attn
+#endif  // HYLO_WGMMA
