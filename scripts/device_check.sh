@@ -17,6 +17,9 @@
 #           $BALANCE_RATES (default 0 0.001 0.003; metrics.jsonl of each; scripts/plot_moe_balance.py)
 #   ncu_attn  Nsight Compute on one forward + backward of each attention kernel (hd 64 and 128,
 #           swa(512), T 4096): speed of light, busiest pipe, eligible warps and stall reasons, occupancy
+#   ncu_loop  Nsight Compute source counters of the forward and both backward kernels for swa(512)
+#           and pbb(512,128) at hd $NCU_HD (default 64), T 4096: the share of warp stalls inside the
+#           tile loops (scripts/ncu_loop_share.py) — what a block pays once vs per tile
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -99,6 +102,17 @@ for stage in $stages; do
           >"$OUT/ncu_attention_swa_$hd.txt" 2>&1
         grep -E "attention_|Duration|highest-utilized|Issue Slots Busy|Registers Per|Eligible Warps|Stall (Wait|Short|Long|Barrier)" \
           "$OUT/ncu_attention_swa_$hd.txt" | cut -c1-120 | head -80
+      done ;;
+    ncu_loop)
+      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      for kind in swa pbb; do
+        # skip the warm-up forward; then the timed forward and the warm-up backward's two kernels
+        $ncu --clock-control none --kernel-name regex:attention --launch-skip 1 --launch-count 3 \
+          --section WarpStateStats --section SourceCounters --page source --print-source sass --csv \
+          $hylo bench attention --kind $kind --hd "${NCU_HD:-64}" --T 4096 --B 4 --H 16 --iters 1 --warmup 1 \
+          >"$OUT/ncu_source_$kind.csv" 2>&1
+        echo "-- $kind" | tee -a "$summary"
+        python3 scripts/ncu_loop_share.py "$OUT/ncu_source_$kind.csv" --top 3 | tee -a "$summary"
       done ;;
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
