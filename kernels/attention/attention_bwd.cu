@@ -1,18 +1,12 @@
 // Attention backward, host entry: the workspace, the parameters (and on sm_90a the tile-copy
 // tensor maps) and the launch of the kernels in attention_bwd_wgmma.cu or attention_bwd_mma.cu; the
 // scheme is described in attention_bwd.cuh.
-#include <cmath>
-
 #include "kernels/attention/attention_bwd.cuh"
 
 namespace hylo::cuda {
 
-// Rows of the lse * log2(e) and D_i workspace: T padded to a multiple of 4 floats (tile copies
-// need 16-byte row strides).
-static int padded_rows(int T) { return (T + 3) / 4 * 4; }
-
 size_t attention_backward_workspace_bytes(const AttnShape& shape) {
-  const size_t bytes = 2 * size_t(shape.B) * shape.Hq * padded_rows(shape.T) * sizeof(float);
+  const size_t bytes = 2 * size_t(shape.B) * shape.Hq * attn::padded_rows(shape.T) * sizeof(float);
   return (bytes + 255) / 256 * 256;
 }
 
@@ -35,15 +29,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.dk = reinterpret_cast<__nv_bfloat16*>(dk);
   p.dv = reinterpret_cast<__nv_bfloat16*>(dv);
   p.rows = static_cast<float*>(workspace);
-  p.B = shape.B;
-  p.T = shape.T;
-  p.T_pad = padded_rows(shape.T);
-  p.Hq = shape.Hq;
-  p.Hkv = shape.Hkv;
-  p.group = shape.Hq / shape.Hkv;
-  p.mask = mask;
-  p.scale = 1.f / std::sqrt(float(shape.D));
-  p.scale_log2 = p.scale * kLog2e;
+  p.set(shape, mask);
 #if HYLO_WGMMA
   p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
@@ -52,7 +38,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.tm_dq = attn::make_head_tile_map(dq, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_dk = attn::make_head_tile_map(dk, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_dv = attn::make_head_tile_map(dv, shape.B, shape.T, shape.Hkv, shape.D);
-  p.tm_rows = attn::make_row_map(p.rows, 2 * shape.B * shape.Hq, p.T_pad);
+  p.tm_rows = attn::make_row_map(p.rows, 2 * shape.B * shape.Hq, attn::padded_rows(shape.T));
 #endif
   if (shape.D == 64)
     attn::launch_backward<64>(p, stream);

@@ -25,22 +25,27 @@
 
 namespace hylo::cuda::attn {
 
-struct BwdParams {
+// Floats per row of BwdParams::rows: T padded to a multiple of 4 (16 bytes, which tile copies
+// need for a row stride).
+__host__ __device__ constexpr int padded_rows(int T) { return (T + 3) / 4 * 4; }
+
+struct BwdParams : AttnDims {
   const __nv_bfloat16 *q, *k, *v, *out, *dout;
   const float* lse;
   __nv_bfloat16 *dq, *dk, *dv;
-  // What the dQ pass hands dK/dV (the workspace): lse * log2(e), then D_i, each (B, Hq, T_pad),
-  // rows padded to a multiple of 4 floats (16 bytes, which tile copies need) and zero past T.
+  // What the dQ pass hands dK/dV (the workspace): lse * log2(e), then D_i, each 2 x B x Hq rows of
+  // padded_rows(T) floats, zero past T.
   float* rows;
-  int B, T, T_pad, Hq, Hkv, group;
-  AttnMask mask;
-  float scale, scale_log2;
 #if HYLO_WGMMA
   // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
   CUtensorMap tm_q, tm_k, tm_v, tm_dout, tm_dq, tm_dk, tm_dv, tm_rows;
 #endif
-  // Row of p.rows holding query head h, batch b: lse * log2(e) (which = 0) or D_i (which = 1).
+  // Row of `rows` holding query head h, batch b: lse * log2(e) (which = 0) or D_i (which = 1); its
+  // index (the tile copies' coordinate) and its first float.
   __device__ __forceinline__ int rows_row(int which, int b, int h) const { return (which * B + b) * Hq + h; }
+  __device__ __forceinline__ float* row(int which, int b, int h) const {
+    return rows + size_t(rows_row(which, b, h)) * padded_rows(T);
+  }
 };
 
 // A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. It visits, for each query
@@ -91,7 +96,7 @@ struct KeyBlock {
     load_tile<BM, D, kThreads>(sQ, p.q + head_off, q_stride, q.m0, T, tid);
     load_tile<BM, D, kThreads>(sdO, p.dout + head_off, q_stride, q.m0, T, tid);
     const int which = tid / BM, t = q.m0 + tid % BM;
-    const float* src = p.rows + size_t(p.rows_row(which, b, q.h)) * p.T_pad;
+    const float* src = p.row(which, b, q.h);
     cp_async_4(smem_u32((which ? dvec : lse2) + tid % BM), t < T ? src + t : src, t < T ? 4 : 0);
   }
 };
@@ -135,9 +140,9 @@ struct BlockRowDots {
     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
     if (part == 0) {
       dvec_smem[r] = dot;
-      if (t < p.T_pad) {
-        p.rows[size_t(p.rows_row(0, blk.b, blk.h)) * p.T_pad + t] = lse * kLog2e;
-        p.rows[size_t(p.rows_row(1, blk.b, blk.h)) * p.T_pad + t] = dot;
+      if (t < padded_rows(p.T)) {
+        p.row(0, blk.b, blk.h)[t] = lse * kLog2e;
+        p.row(1, blk.b, blk.h)[t] = dot;
       }
     }
   }

@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/common/common.cuh"
@@ -121,7 +122,7 @@ static_assert(swizzled<32>(0, 15) == 32 * 128 + (7 << 4));
 // every 8 consecutive threads write the 8 chunks of one 128-byte row of one half (no bank
 // conflicts). The source pointer advances by kRowsPerPass rows per pass instead of being formed
 // from (row0 + r) * row_stride: that form let the compiler hoist one 64-bit r * row_stride per pass
-// out of the kernels' tile loops, registers the hd128 wgmma dK/dV kernel cannot spare.
+// out of the kernels' tile loops, registers their hd128 versions cannot spare.
 template <int R, int D, int kThreads>
 __device__ __forceinline__ void load_tile(uint32_t smem_tile, const __nv_bfloat16* head_base, size_t row_stride,
                                           int row0, int T, int tid) {
@@ -197,6 +198,25 @@ __device__ __forceinline__ void store_rows(__nv_bfloat16* head_base, size_t row_
       *reinterpret_cast<uint32_t*>(dst + nt * 8) = pack_bf16(acc[nt][2 * half] * s, acc[nt][2 * half + 1] * s);
   }
 }
+
+// ---- the call's sizes --------------------------------------------------------------------------
+// What every attention kernel reads of the call besides its tensors; the forward's and the
+// backward's parameters both start with it, so QueryBlock serves either.
+struct AttnDims {
+  int B, T, Hq, Hkv, group;  // group = Hq / Hkv query heads per kv head
+  AttnMask mask;
+  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
+  void set(const AttnShape& shape, const AttnMask& m) {
+    B = shape.B;
+    T = shape.T;
+    Hq = shape.Hq;
+    Hkv = shape.Hkv;
+    group = shape.Hq / shape.Hkv;
+    mask = m;
+    scale = 1.f / std::sqrt(float(shape.D));
+    scale_log2 = scale * kLog2e;
+  }
+};
 
 // ---- the work of one query-tile block ----------------------------------------------------------
 // Forward and dQ blocks own BM rows from m0 of query head h, batch b, and visit key tiles n_last

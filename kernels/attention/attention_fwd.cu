@@ -1,8 +1,6 @@
 // Attention forward, host entry: the parameters (and on sm_90a the tile-copy tensor maps) and the
 // launch of the kernels in attention_fwd_wgmma.cu or attention_fwd_mma.cu; the scheme is described
 // in attention_fwd.cuh.
-#include <cmath>
-
 #include "kernels/attention/attention_fwd.cuh"
 
 namespace hylo::cuda {
@@ -20,13 +18,7 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   p.v = reinterpret_cast<const __nv_bfloat16*>(v);
   p.out = reinterpret_cast<__nv_bfloat16*>(out);
   p.lse = lse;
-  p.T = shape.T;
-  p.Hq = shape.Hq;
-  p.Hkv = shape.Hkv;
-  p.group = shape.Hq / shape.Hkv;
-  p.mask = mask;
-  p.scale = 1.f / std::sqrt(float(shape.D));
-  p.scale_log2 = p.scale * kLog2e;
+  p.set(shape, mask);
 #if HYLO_WGMMA
   p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
@@ -34,9 +26,9 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   p.tm_out = attn::make_head_tile_map(out, shape.B, shape.T, shape.Hq, shape.D);
 #endif
   if (shape.D == 64)
-    attn::launch_forward<64>(p, shape.B, stream);
+    attn::launch_forward<64>(p, stream);
   else
-    attn::launch_forward<128>(p, shape.B, stream);
+    attn::launch_forward<128>(p, stream);
 }
 
 }  // namespace hylo::cuda

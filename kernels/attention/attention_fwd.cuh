@@ -20,21 +20,17 @@
 
 namespace hylo::cuda::attn {
 
-struct FwdParams {
+struct FwdParams : AttnDims {
   const __nv_bfloat16 *q, *k, *v;
   __nv_bfloat16* out;
   float* lse;
-  int T, Hq, Hkv, group;
-  AttnMask mask;
-  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
 #if HYLO_WGMMA
   CUtensorMap tm_q, tm_k, tm_v, tm_out;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
 #endif
 };
 
-// Launches the forward over B sequences; defined, for D = 64 and 128, by the kernel family the
-// build targets.
+// Launches the forward; defined, for D = 64 and 128, by the kernel family the build targets.
 template <int D>
-void launch_forward(const FwdParams& p, int B, cudaStream_t stream);
+void launch_forward(const FwdParams& p, cudaStream_t stream);
 
 }  // namespace hylo::cuda::attn

@@ -179,16 +179,16 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 }  // namespace
 
 template <int D>
-void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
+void launch_forward(const FwdParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<D>;
   constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
   constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
   reserve_smem<attention_fwd_kernel<D>>(kSmem);
-  attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, B), kThreads, kSmem, stream>>>(p);
+  attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), kThreads, kSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
 }
-template void launch_forward<64>(const FwdParams&, int, cudaStream_t);
-template void launch_forward<128>(const FwdParams&, int, cudaStream_t);
+template void launch_forward<64>(const FwdParams&, cudaStream_t);
+template void launch_forward<128>(const FwdParams&, cudaStream_t);
 
 }  // namespace hylo::cuda::attn
 #endif  // !HYLO_WGMMA

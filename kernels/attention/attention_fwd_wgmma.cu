@@ -204,14 +204,14 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 }  // namespace
 
 template <int D>
-void launch_forward(const FwdParams& p, int B, cudaStream_t stream) {
+void launch_forward(const FwdParams& p, cudaStream_t stream) {
   constexpr int kSmem = kWgFwdSmem<D>;
   reserve_smem<attention_fwd_wgmma_kernel<D>>(kSmem);
-  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, B), kWgThreads, kSmem, stream>>>(p);
+  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
 }
-template void launch_forward<64>(const FwdParams&, int, cudaStream_t);
-template void launch_forward<128>(const FwdParams&, int, cudaStream_t);
+template void launch_forward<64>(const FwdParams&, cudaStream_t);
+template void launch_forward<128>(const FwdParams&, cudaStream_t);
 
 }  // namespace hylo::cuda::attn
 #endif  // HYLO_WGMMA

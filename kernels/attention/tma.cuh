@@ -2,8 +2,9 @@
 // copy engine for a whole 64-row tile of a (B, T, H, D) tensor, which lands in shared memory in the
 // same layout as load_tile's (attention_common.cuh, swizzled<R>) and signals an mbarrier when its
 // bytes have arrived. The cp.async alternative has every thread issue and address 16-byte copies
-// (for a 64 x 128 tile, 8 per thread plus their index arithmetic), which is a fifth of the
-// instructions of an hd128 backward iteration in a kernel bound by instruction latency.
+// (for a 64 x 128 tile, 8 per thread plus their index arithmetic); in the PTX of an hd128 backward
+// iteration, integer instructions (largely those addresses and their bounds) outnumbered the
+// floating-point ones several times over, in a kernel bound by instruction latency.
 //
 // Layout match: a tensor map with SWIZZLE_128B and a box of 64 columns (128 bytes) x 64 rows writes
 // row r at r * 128 with 16-byte chunk c at chunk c ^ (r % 8) (the hardware XORs address bits 4-6
