@@ -4,7 +4,9 @@
 #   tests   the CUDA op table (ctest label gpu, via the test binary)
 #   curve   50 steps of the tiny hybrid (hd 64) on the real corpus on cuda, for comparison with
 #           the CPU curve recorded under experiments/results/
-#   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384
+#   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
+#           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
+#   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
@@ -58,6 +60,8 @@ for stage in $stages; do
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
         --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;
+    torch_attn)
+      OUT="$OUT/torch_attn" python3 .peers/torch_ref.py attn 2>&1 | tail -22 | tee -a "$summary" ;;
     bench)
       for cfg in 205m-pbb 205m-swa 205m-full; do
         $hylo bench train configs/$cfg.yaml --steps 10 --warmup 3 --json "$OUT/bench_train_$cfg.json" 2>&1 |

@@ -1,6 +1,9 @@
-// `hylo bench attention`: CUDA events around each call, warm-up first, median of the timed
-// iterations. Inputs are random bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so
-// that filling gigabytes costs no host time.
+// `hylo bench attention`: CUDA events around each call, warm-up first, median of the timed calls.
+// By default timed as triton's do_bench times the PyTorch peers (bench::do_bench_ms: 25 ms of
+// warm-up, ~250 ms of calls, L2 flushed before each), so that the two sides' figures compare;
+// --iters N times exactly N calls after --warmup calls instead (for profilers). Inputs are random
+// bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so that filling gigabytes costs no
+// host time.
 #include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -36,7 +39,7 @@ struct BenchOptions {
   std::vector<int> Ts{4096}, hds{128};
   int block = 512, bridge = 128, window = 512;
   int B = 4, H = 16, Hkv = -1;  // Hkv -1: same as H (MHA)
-  int iters = 20, warmup = 3;
+  int iters = 0, warmup = 3;  // iters 0: do_bench's time-based method
   std::string json;
 };
 
@@ -126,9 +129,15 @@ struct DeviceArray {
   DeviceArray& operator=(const DeviceArray&) = delete;
 };
 
-// Median ms of body() on `stream` (CUDA events, warm-up first).
-double median_ms(const std::function<void()>& body, int iters, int warmup, cudaStream_t stream) {
-  return bench::median_gpu_ms([&](int) { body(); }, iters, warmup, stream, kBench);
+// Median ms of body() on `stream`: do_bench's method, or o.iters calls after o.warmup.
+double median_ms(const std::function<void()>& body, const BenchOptions& o, cudaStream_t stream) {
+  if (o.iters == 0) return bench::do_bench_ms(body, 25.0, 250.0, stream, kBench);
+  return bench::median_gpu_ms([&](int) { body(); }, o.iters, o.warmup, stream, kBench);
+}
+
+std::string timing_label(const BenchOptions& o) {
+  if (o.iters == 0) return "do_bench median (25 ms warm-up, ~250 ms of calls, L2 flushed before each)";
+  return fmt::format("median of {} calls after {} warm-up", o.iters, o.warmup);
 }
 
 struct BenchRow {
@@ -164,12 +173,12 @@ BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T
   row.hd = hd;
   row.T = T;
   row.pairs = visited_pairs(mask, T);
-  row.fwd_ms = median_ms(forward, o.iters, o.warmup, stream);
-  row.bwd_ms = median_ms(backward, o.iters, o.warmup, stream);
+  row.fwd_ms = median_ms(forward, o, stream);
+  row.bwd_ms = median_ms(backward, o, stream);
   row.fwdbwd_ms = median_ms([&] {
     forward();
     backward();
-  }, o.iters, o.warmup, stream);
+  }, o, stream);
   const double fwd_flops = 4.0 * o.B * o.H * hd * double(row.pairs);
   const double dense_flops = 4.0 * o.B * o.H * hd * double(T) * T;
   row.fwd_tflops = fwd_flops / (row.fwd_ms * 1e-3) / 1e12;
@@ -182,10 +191,9 @@ BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T
 void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
                 const std::vector<BenchRow>& rows) {
   BenchJson json{"attention", device, "",
-                 fmt::format("{{\"B\": {}, \"H\": {}, \"Hkv\": {}, \"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA "
-                             "events, median\", \"flops\": \"fwd = 4*B*H*D*visited_pairs; fwd+bwd = 3.5*fwd; dense "
-                             "= same with T*T pairs\"}}",
-                             o.B, o.H, o.Hkv, o.iters, o.warmup),
+                 fmt::format("{{\"B\": {}, \"H\": {}, \"Hkv\": {}, \"timing\": \"CUDA events, {}\", \"flops\": "
+                             "\"fwd = 4*B*H*D*visited_pairs; fwd+bwd = 3.5*fwd; dense = same with T*T pairs\"}}",
+                             o.B, o.H, o.Hkv, timing_label(o)),
                  {}};
   for (const BenchRow& r : rows)
     json.rows.push_back(fmt::format(
@@ -216,8 +224,8 @@ int run_bench_attention(const std::vector<std::string>& args) {
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreate(&stream), "stream");
 
-  std::printf("attention bench on %s: B=%d H=%d Hkv=%d, median of %d (TF/s count visited pairs; dense = T*T)\n",
-              prop.name, o.B, o.H, o.Hkv, o.iters);
+  std::printf("attention bench on %s: B=%d H=%d Hkv=%d, %s (TF/s count visited pairs; dense = T*T)\n",
+              prop.name, o.B, o.H, o.Hkv, timing_label(o).c_str());
   std::printf("%-14s %4s %6s %12s | %9s %7s %7s | %9s | %9s %7s %7s\n", "mask", "D", "T", "pairs", "fwd ms", "TF/s",
               "dense", "bwd ms", "f+b ms", "TF/s", "dense");
   std::vector<BenchRow> rows;

@@ -34,6 +34,15 @@ struct EventPairs {
   EventPairs& operator=(const EventPairs&) = delete;
 };
 
+// Median of the recorded pairs' elapsed ms (the stream has been synchronised).
+double median_elapsed_ms(const EventPairs& events, const char* bench) {
+  std::vector<float> ms(events.start.size());
+  for (size_t i = 0; i < ms.size(); ++i)
+    cuda_ok(cudaEventElapsedTime(&ms[i], events.start[i], events.stop[i]), bench, "elapsed time");
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 }  // namespace
 
 double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup, cudaStream_t stream,
@@ -48,11 +57,41 @@ double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup
     cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
   }
   cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
-  std::vector<float> ms(static_cast<size_t>(iters));
-  for (size_t i = 0; i < ms.size(); ++i)
-    cuda_ok(cudaEventElapsedTime(&ms[i], events.start[i], events.stop[i]), bench, "elapsed time");
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  return median_elapsed_ms(events, bench);
+}
+
+double do_bench_ms(const std::function<void()>& body, double warmup_ms, double rep_ms, cudaStream_t stream,
+                   const char* bench) {
+  constexpr size_t kFlushBytes = size_t(256) << 20;  // do_bench's: above any GPU's L2
+  void* flush = nullptr;
+  cuda_ok(cudaMalloc(&flush, kFlushBytes), bench, "L2 flush buffer");
+  auto flush_l2 = [&] { cuda_ok(cudaMemsetAsync(flush, 0, kFlushBytes, stream), bench, "L2 flush"); };
+  body();
+  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
+  constexpr int kEstimateCalls = 5;
+  EventPairs estimate(1, bench);
+  cuda_ok(cudaEventRecord(estimate.start[0], stream), bench, "event record");
+  for (int i = 0; i < kEstimateCalls; ++i) {
+    flush_l2();
+    body();
+  }
+  cuda_ok(cudaEventRecord(estimate.stop[0], stream), bench, "event record");
+  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
+  float estimate_ms = 0;
+  cuda_ok(cudaEventElapsedTime(&estimate_ms, estimate.start[0], estimate.stop[0]), bench, "elapsed time");
+  const double per_call = std::max(double(estimate_ms) / kEstimateCalls, 1e-6);
+  const int warmup = std::max(1, int(warmup_ms / per_call)), reps = std::max(1, int(rep_ms / per_call));
+  for (int i = 0; i < warmup; ++i) body();
+  EventPairs events(reps, bench);
+  for (int i = 0; i < reps; ++i) {
+    flush_l2();
+    cuda_ok(cudaEventRecord(events.start[size_t(i)], stream), bench, "event record");
+    body();
+    cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
+  }
+  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
+  cuda_ok(cudaFree(flush), bench, "free");
+  return median_elapsed_ms(events, bench);
 }
 
 void fill_bf16(bf16* dst, size_t n, const std::vector<bf16>& pattern, size_t offset, cudaStream_t stream,

@@ -1,5 +1,5 @@
-// What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, a
-// CUDA-event median timer and a bf16 fill from a random host pattern. `bench` ("bench moe")
+// What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, CUDA-event
+// median timers (by call count, and do_bench's by time) and a bf16 fill from a random host pattern. `bench` ("bench moe")
 // starts every error message. CUDA builds only (src/*/cuda/); the benches include this under
 // HYLO_WITH_CUDA.
 #pragma once
@@ -22,6 +22,13 @@ void cuda_ok(cudaError_t err, const char* bench, const char* what);
 // timed launches are queued before the GPU reaches them.
 double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup, cudaStream_t stream,
                      const char* bench, const std::function<void()>& before_timed = {});
+
+// triton.testing.do_bench's method, which the PyTorch peers' figures come from
+// (shared/peers/torch_ref.py), so that both sides are timed alike: body's time estimated from 5
+// calls, then untimed calls for warmup_ms, then about rep_ms of calls, each after a 256 MB memset
+// (every call starts with a cold L2) and timed by its own event pair. Median ms.
+double do_bench_ms(const std::function<void()>& body, double warmup_ms, double rep_ms, cudaStream_t stream,
+                   const char* bench);
 
 // dst[0, n) = pattern tiled from pattern[offset % pattern.size()] on; returns once the copies on
 // `stream` are done.
