@@ -103,11 +103,12 @@ struct KeyBlock {
 
 // D_i = rowsum(dO * O) of a query block's rows [m0, m0 + BM), computed by the dQ kernel that owns
 // them (it has the dO tile in shared memory already): two threads per row, each half of the head
-// dim. Two steps, so that the O reads from global memory are in flight while the block still waits
-// for its dO tile: the constructor issues them (before the wait), finish() forms the dots (after
-// the barrier). finish() writes D_i and lse * log2(e) to p.rows for the dK/dV kernel, which runs
-// after dQ, and D_i to dvec_smem (BM floats) for the block itself; padded rows get 0 (their O and
-// lse are taken as 0, their dO is zero-filled).
+// dim. Two steps, so that the O (and lse) reads from global memory are in flight while the block
+// still waits for its dO tile: the constructor issues them (before the wait), finish() forms the
+// dots (after the barrier). finish() writes D_i and lse * log2(e) to p.rows for the dK/dV kernel,
+// which runs after dQ, and to dvec_smem and lse2_smem (BM floats each) for the block itself, whose
+// threads need them for other rows than they read; padded rows get 0 (their O and lse are taken as
+// 0, their dO is zero-filled).
 template <int kThreads, int D, int BM, int BN>
 struct BlockRowDots {
   static_assert(kThreads == 2 * BM, "two threads per row");
@@ -124,7 +125,7 @@ struct BlockRowDots {
   }
 
   __device__ __forceinline__ void finish(const BwdParams& p, const QueryBlock<D, BM, BN>& blk,
-                                         const unsigned char* do_tile, float* dvec_smem) const {
+                                         const unsigned char* do_tile, float* dvec_smem, float* lse2_smem) const {
     float dot = 0.f;
 #pragma unroll
     for (int k = 0; k < D / 16; ++k) {
@@ -140,6 +141,7 @@ struct BlockRowDots {
     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
     if (part == 0) {
       dvec_smem[r] = dot;
+      lse2_smem[r] = lse * kLog2e;
       if (t < padded_rows(p.T)) {
         p.row(0, blk.b, blk.h)[t] = lse * kLog2e;
         p.row(1, blk.b, blk.h)[t] = dot;

@@ -189,7 +189,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   constexpr int BM = Tr::kWarps * kWarpRows, BN = Tr::kBlockN;
   constexpr int kQBytes = BM * D * 2, kTileBytes = BN * D * 2;
   extern __shared__ __align__(128) unsigned char smem[];
-  // Layout: Q, dO (BM x D); then per stage K, V (BN x D); then BM floats of D_i.
+  // Layout: Q, dO (BM x D); then per stage K, V (BN x D); then BM floats of D_i and BM of
+  // lse * log2(e).
   const uint32_t sQ = smem_u32(smem), sdO = sQ + kQBytes;
   auto sK = [&](int stage) { return sQ + 2 * kQBytes + stage * 2 * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
@@ -217,17 +218,18 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       const int t = w0 + mt * 16 + g + 8 * half;
       row[mt][half] = t;
       row_lo[mt][half] = int(p.mask.lowest_key(t));
-      const size_t idx = (size_t(blk.b) * p.Hq + blk.h) * T + t;
-      row_lse2[mt][half] = t < T ? p.lse[idx] * kLog2e : 0.f;
     }
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();
-  dots.finish(p, blk, smem + kQBytes, s_dvec);
+  dots.finish(p, blk, smem + kQBytes, s_dvec, s_dvec + BM);
   __syncthreads();
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) row_dvec[mt][half] = s_dvec[warp * kWarpRows + mt * 16 + g + 8 * half];
+    for (int half = 0; half < 2; ++half) {
+      row_dvec[mt][half] = s_dvec[warp * kWarpRows + mt * 16 + g + 8 * half];
+      row_lse2[mt][half] = s_dvec[BM + warp * kWarpRows + mt * 16 + g + 8 * half];
+    }
 
   uint32_t q_frag[MT][D / 16][4], do_frag[MT][D / 16][4];
   float dq_acc[MT][D / 8][4];
@@ -327,7 +329,7 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
   {
     using Tr = DqTraits<D>;
-    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2 + BM * 4;
+    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2 + 2 * BM * 4;
     reserve_smem<attention_bwd_dq_kernel<D>>(kSmem);
     attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
     HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");

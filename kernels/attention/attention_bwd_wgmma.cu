@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
-  // Layout: Q, dO; then per stage K, V; then BM floats of D_i; then the mbarriers of the tile
-  // copies: Q and dO, then one per K, V stage.
+  // Layout: Q, dO; then per stage K, V; then BM floats of D_i and BM of lse * log2(e); then the
+  // mbarriers of the tile copies: Q and dO, then one per K, V stage.
   const uint32_t sQ = base, sdO = base + kTileBytes;
   auto sK = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
@@ -266,24 +266,21 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
   int row[2], row_lo[2];
-  float row_lse2[2], row_dvec[2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int t = w0 + g + 8 * half;
     row[half] = t;
     row_lo[half] = int(p.mask.lowest_key(t));
-    row_lse2[half] = t < T ? p.lse[(size_t(blk.b) * p.Hq + blk.h) * T + t] : 0.f;  // times log2(e) below
   }
 
   mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
-  dots.finish(p, blk, smem + kTileBytes, s_dvec);
+  dots.finish(p, blk, smem + kTileBytes, s_dvec, s_dvec + BM);
   __syncthreads();
+  float row_lse2[2], row_dvec[2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];  // 0 on padded rows
-    // Only here, after the waits, so that the lse reads' latency hides under the tile copies'
-    // (scaled next to the read, the first use stalled on it: a tenth of the kernel's stalls).
-    row_lse2[half] *= kLog2e;
+    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];
+    row_lse2[half] = s_dvec[BM + warp * 16 + g + 8 * half];
   }
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7

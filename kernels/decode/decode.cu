@@ -83,10 +83,35 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   const int hk = blockIdx.y / p.chunks, h0 = hk * p.group + (blockIdx.y % p.chunks) * GT;
   const int j0 = split * p.keys_per_split, j1 = min(p.keys, j0 + p.keys_per_split);
 
+  const size_t head_row = (size_t(b) * p.Hkv + hk) * p.slots;  // first cache row of (b, hk)
+  const __nv_bfloat16* k_S = p.k + head_row * D + lane * 8;
+  const __nv_bfloat16* v_S = p.v + head_row * D + lane * 8;
+  // This group's k and v rows of the U keys from jb on (zeros past the split's end).
+  uint4 kr[U], vr[U];
+  auto load_keys = [&](int jb) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = jb + u * kGroups + grp;
+      if (j < j1) {
+        const size_t row = size_t(p.live.slot(j)) * D;
+        kr[u] = load16(k_S + row);
+        vr[u] = load16(v_S + row);
+      } else {
+        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // q's loads, then the first keys' loads, and only then q's conversion: converting waits for q,
+  // and before the keys' loads that wait came first, a full memory latency added to every step.
+  uint4 q_raw[GT];
+#pragma unroll
+  for (int g = 0; g < GT; ++g) q_raw[g] = load16(p.q + (size_t(b) * p.Hq + h0 + g) * D + lane * 8);
+  load_keys(j0);
   float q[GT][8];
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
-    to_float8(load16(p.q + (size_t(b) * p.Hq + h0 + g) * D + lane * 8), q[g]);
+    to_float8(q_raw[g], q[g]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) q[g][i] *= p.scale_log2;
   }
@@ -99,23 +124,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     for (int i = 0; i < 8; ++i) acc[g][i] = 0.f;
   }
 
-  const size_t head_row = (size_t(b) * p.Hkv + hk) * p.slots;  // first cache row of (b, hk)
-  const __nv_bfloat16* k_S = p.k + head_row * D + lane * 8;
-  const __nv_bfloat16* v_S = p.v + head_row * D + lane * 8;
-
   for (int jb = j0; jb < j1; jb += kStep) {
-    uint4 kr[U], vr[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = jb + u * kGroups + grp;
-      if (j < j1) {
-        const size_t row = size_t(p.live.slot(j)) * D;
-        kr[u] = load16(k_S + row);
-        vr[u] = load16(v_S + row);
-      } else {
-        kr[u] = vr[u] = make_uint4(0, 0, 0, 0);
-      }
-    }
     float s[GT][U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -165,6 +174,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[g][i] = fmaf(pw[g][u], vf[i], acc[g][i]);
     }
+    if (jb + kStep < j1) load_keys(jb + kStep);
   }
 
   // Merge the groups: rescale each to the block's max and sum.
