@@ -17,22 +17,21 @@ namespace {
 // an N-major B, one product per 64-column half of O. A warp whose rows see none of a tile still
 // runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
 //
-// Shared memory: Q, K stage 0, K stage 1, then kWgFwdVStages<D> V buffers (each 64 x D, whole KB),
-// an mbarrier per buffer and alignment slack. Both head dims are built for at least 3 blocks (12
-// warps) per SM:
-//   hd128 (16 KB tiles): with two V stages (81 KB) only 2 blocks fit, and at 8 warps per SM the
-//   kernel was latency bound (Nsight Compute: issue slots ~41% busy). One V buffer makes it 65 KB,
-//   3 blocks. The price: V(n) can be loaded only once the previous tile's P V product has read the
-//   buffer, so its load hides under this tile's S = Q K^T and softmax instead of a whole
-//   iteration.
-//   hd64 (8 KB tiles) keeps two V stages: its 41 KB fit 5 blocks per SM, as many as its registers
-//   (92) allow, so one V buffer would win it no block and only shorten the prefetch.
+// Shared memory: Q, then kWgFwdStages<D> K buffers and as many V buffers (each 64 x D, whole KB),
+// an mbarrier per buffer and alignment slack. The kernel is latency bound (Nsight Compute: issue
+// slots ~41% busy at 8 warps per SM), so the buffers are sized for resident blocks:
+//   hd128 (16 KB tiles) keeps one K and one V buffer: 49 KB, 4 blocks (16 warps) per SM, which its
+//   128 registers allow exactly (two stages of both: 81 KB, 2 blocks; one V buffer: 65 KB, 3).
+//   The price: K(n - 1) can be loaded only once every warp's S(n) has read the buffer (a barrier
+//   after S), and V(n) only once P V(n + 1) has, so their loads hide under part of an iteration.
+//   hd64 (8 KB tiles) keeps two stages of both: its 41 KB fit 5 blocks per SM, as many as its
+//   registers (92) allow, so single buffers would win it no block and only shorten the prefetch.
 template <int D>
-constexpr int kWgFwdVStages = D == 128 ? 1 : 2;
+constexpr int kWgFwdStages = D == 128 ? 1 : 2;
 template <int D>
-constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (3 + kWgFwdVStages<D>) * (kWgTileBytes<D> + 8 /* mbarrier */);
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (1 + 2 * kWgFwdStages<D>) * (kWgTileBytes<D> + 8 /* mbarrier */);
 template <int D>
-constexpr int kWgFwdMinBlocks = 3;
+constexpr int kWgFwdMinBlocks = D == 128 ? 4 : 3;
 // An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
 static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
                   kWgFwdMinBlocks<128> * (kWgFwdSmem<128> + 1024) <= 228 * 1024,
@@ -42,30 +41,32 @@ template <int D>
 __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kTileBytes = kWgTileBytes<D>;
-  constexpr bool kOneV = kWgFwdVStages<D> == 1;
+  constexpr int kStages = kWgFwdStages<D>;
+  constexpr bool kOne = kStages == 1;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
-  // Layout: Q, K stage 0, K stage 1, V stage 0 (, V stage 1); with one V buffer every stage is it.
+  // Layout: Q, K stage 0 (, K stage 1), V stage 0 (, V stage 1); with one buffer every stage is it.
   const uint32_t sQ = base;
-  auto sK = [&](int stage) { return base + (1 + stage) * kTileBytes; };
-  auto sV = [&](int stage) { return base + (3 + (kOneV ? 0 : stage)) * kTileBytes; };
+  auto sK = [&](int stage) { return base + (1 + (kOne ? 0 : stage)) * kTileBytes; };
+  auto sV = [&](int stage) { return base + (1 + kStages + (kOne ? 0 : stage)) * kTileBytes; };
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
 
   // Tiles come by the copy engine (thread 0 asks), each buffer with an mbarrier of its own, after
-  // the tiles: Q, K stage 0, K stage 1, then one per V buffer. Tile n is the i-th visited
-  // (i = n_last - n): K stage i % 2 (that stage's (i / 2)-th fill) and V buffer i % kWgFwdVStages;
-  // a wait names the fill's parity.
-  // Refills happen at the top of iteration n, after a barrier that says every warp is done with
-  // tile n + 1's products: K(n - 1) (and with two V stages V(n - 1)) into stage ^ 1, a tile ahead.
-  // With one V buffer, V(n) goes in there too (P V(n + 1) has read the buffer), so its load hides
-  // under S(n) and the softmax.
-  constexpr int kBars = 3 + kWgFwdVStages<D>;  // one per tile buffer
+  // the tiles in the same order. Tile n is the i-th visited (i = n_last - n): K and V stage
+  // i % kStages, that stage's (i / kStages)-th fill; a wait names the fill's parity.
+  // Two stages: refills happen at the top of iteration n, after a barrier that says every warp is
+  // done with tile n + 1's products: K(n - 1) and V(n - 1) into stage ^ 1, a tile ahead.
+  // One buffer each: V(n) goes in at the top of iteration n (P V(n + 1) has read the buffer), its
+  // load hidden under S(n) and the softmax; K(n - 1) after a barrier behind S(n), hidden under the
+  // softmax and P V(n).
+  constexpr int kBars = 1 + 2 * kStages;  // one per tile buffer
   const uint32_t q_bar = base + kBars * kTileBytes;
-  auto k_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
-  auto v_bar = [&](int stage) { return q_bar + 8 * (3 + (kOneV ? 0 : stage)); };
+  auto k_bar = [&](int stage) { return q_bar + 8 * (1 + (kOne ? 0 : stage)); };
+  auto v_bar = [&](int stage) { return q_bar + 8 * (1 + kStages + (kOne ? 0 : stage)); };
+  auto fill_parity = [&](int i) { return uint32_t(kOne ? i & 1 : (i >> 1) & 1); };
   if (tid == 0) {
     for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
     mbarrier_init_fence();
@@ -109,12 +110,13 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
     const int i = n_last - n;
-    mbarrier_wait(k_bar(stage), (i >> 1) & 1);
+    mbarrier_wait(k_bar(stage), fill_parity(i));
     __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
-    if (kOneV && n < n_last) load_v(n, 0);
-    if (n > n_first) {
+    if constexpr (kOne) {
+      if (n < n_last) load_v(n, 0);
+    } else if (n > n_first) {
       load_k(n - 1, stage ^ 1);
-      if constexpr (!kOneV) load_v(n - 1, stage ^ 1);
+      load_v(n - 1, stage ^ 1);
     }
     const int n0 = n * BN;
 
@@ -126,6 +128,10 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
       wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
     wgmma_commit();
     wgmma_wait_all();
+    if (kOne && n > n_first) {
+      __syncthreads();  // every warp's S(n) has read the K buffer
+      load_k(n - 1, 0);
+    }
 
     if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
 #pragma unroll
@@ -171,7 +177,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     uint32_t p_frag[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
-    mbarrier_wait(v_bar(stage), kOneV ? i & 1 : (i >> 1) & 1);  // V(n)
+    mbarrier_wait(v_bar(stage), fill_parity(i));  // V(n)
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
