@@ -1,8 +1,8 @@
 // Incremental decoding on CUDA (nn/generate.h through the kernels/decode caches) against
 //  - the full-sequence CUDA forward re-run at every step: greedy tokens equal, per-step logits
 //    within a bf16 bound;
-//  - the CPU reference Generator on the same (bf16-rounded) weights: per-step logits within a
-//    bf16 bound;
+//  - the CPU reference Generator on the same (bf16-rounded) weights: the forward's per-step logits
+//    within a bf16-vs-fp32 bound;
 // for pbb (bridge 1, 4 and = block; prompts ending at several block offsets, sequences crossing
 // many block boundaries), swa and full-only models, MHA, GQA and MQA, head dims 64 and 128.
 //
@@ -141,9 +141,14 @@ Transformer cpu_copy(const Transformer& gpu, const ModelConfig& config) {
 }  // namespace
 
 TEST_CASE("cuda incremental decoding: greedy tokens equal the re-run cuda forward's, logits match it and the CPU") {
-  // bf16 bounds on the relative L2 error of one step's logits (rounding happens at different
-  // points along the two paths; the values seen are printed).
-  const double kVsForward = 3e-2, kVsCpu = 5e-2;
+  // Bounds on the relative L2 error of one step's logits (the values seen are printed):
+  //   decoding vs the CUDA forward: both bf16, rounding at different points; this is the check
+  //   that the caches and decode kernels compute what the model does.
+  //   the CUDA forward vs the fp32 CPU model: catches a broken component both CUDA paths share.
+  //   How far bf16 sits from fp32 depends on the trained weights: 0.5-2e-2 on those the sm_90a
+  //   build trains, 7.2e-2 on one set the sm_90 (mma.sync) build trains (swa W=12, GQA, hd128),
+  //   with its decoding still within 1.1e-2 of its forward; a broken component is off by ~1.
+  const double kVsForward = 3e-2, kForwardVsCpu = 1e-1;
   uint64_t seed = 40;
   for (const GenCase& gc : cases()) {
     CAPTURE(gc.name);
@@ -157,19 +162,20 @@ TEST_CASE("cuda incremental decoding: greedy tokens equal the re-run cuda forwar
       Generator gpu_gen(m, kLength, kVocabValid), cpu_gen(cpu, kLength, kVocabValid);
       REQUIRE(gpu_gen.caches().front().bytes ==
               size_t(gpu_gen.caches().front().slots) * gc.config.kv_heads() * gc.config.head_dim() * 2 * 2);  // bf16
-      std::vector<double> dec;
-      for (size_t t = 0; t + 1 < ids.size(); ++t) {
-        dec = gpu_gen.step(ids[t]);
-        CHECK(relative_error(dec, cpu_gen.step(ids[t])) < kVsCpu);  // the prompt's positions too
-      }
       double worst_fwd = 0, worst_cpu = 0, least_margin = INFINITY;
+      // One step at position t (ids[0..t] given): decoding, the re-run forward, the CPU model.
+      auto step = [&](size_t t, std::vector<double>& dec, std::vector<double>& ref) {
+        dec = gpu_gen.step(ids[t]);
+        ref = forward_last(m, std::vector<int32_t>(ids.begin(), ids.begin() + int64_t(t) + 1));
+        worst_fwd = std::max(worst_fwd, relative_error(dec, ref));
+        worst_cpu = std::max(worst_cpu, relative_error(ref, cpu_gen.step(ids[t])));
+      };
+      std::vector<double> dec, ref;
+      for (size_t t = 0; t + 1 < ids.size(); ++t) step(t, dec, ref);  // the prompt's positions
       int near_ties = 0, followed = 0;
       while (int(ids.size()) < kLength) {
         const int64_t t = int64_t(ids.size()) - 1;  // position fed now; the prediction is for t + 1
-        dec = gpu_gen.step(ids.back());
-        const std::vector<double> ref = forward_last(m, ids), host = cpu_gen.step(ids.back());
-        worst_fwd = std::max(worst_fwd, relative_error(dec, ref));
-        worst_cpu = std::max(worst_cpu, relative_error(dec, host));
+        step(size_t(t), dec, ref);
         const double m_ref = margin(ref), diff = max_abs_diff(dec, ref);
         least_margin = std::min(least_margin, m_ref);
         if (m_ref <= 2 * diff) {
@@ -182,7 +188,7 @@ TEST_CASE("cuda incremental decoding: greedy tokens equal the re-run cuda forwar
         ids.push_back(argmax(ref));  // both generators are fed the reference token
       }
       CHECK(worst_fwd < kVsForward);
-      CHECK(worst_cpu < kVsCpu);
+      CHECK(worst_cpu < kForwardVsCpu);
       // The premise: the model reproduces what it memorised (on the CPU in fp32: every token),
       // so the tokens follow a context-dependent sequence, not a constant or a bigram loop.
       const int decoded = kLength - prompt_len;
@@ -194,7 +200,7 @@ TEST_CASE("cuda incremental decoding: greedy tokens equal the re-run cuda forwar
           fresh.generate(std::span(seq.data(), size_t(prompt_len)), decoded, SamplingOptions{}, unused);
       CHECK(std::equal(greedy.begin(), greedy.end(), ids.begin() + prompt_len, ids.end()));
       std::printf("generate %-42s prompt %2d: %2d tokens, loss %.1e, min margin %.2f, rel err vs forward %.2e, vs "
-                  "cpu %.2e, near ties %d\n",
+                  "cpu (forward) %.2e, near ties %d\n",
                   gc.name.c_str(), prompt_len, decoded, loss, least_margin, worst_fwd, worst_cpu, near_ties);
     }
   }
