@@ -21,11 +21,11 @@ namespace {
 // an mbarrier per buffer and alignment slack. The kernel is latency bound (Nsight Compute: issue
 // slots ~41% busy at 8 warps per SM), so the buffers are sized for resident blocks:
 //   hd128 (16 KB tiles) keeps one K and one V buffer: 49 KB, 4 blocks (16 warps) per SM, which its
-//   128 registers allow exactly (two stages of both: 81 KB, 2 blocks; one V buffer: 65 KB, 3).
+//   127 registers just allow (two stages of both: 81 KB, 2 blocks; one V buffer: 65 KB, 3).
 //   The price: K(n - 1) can be loaded only once every warp's S(n) has read the buffer (a barrier
 //   after S), and V(n) only once P V(n + 1) has, so their loads hide under part of an iteration.
 //   hd64 (8 KB tiles) keeps two stages of both: its 41 KB fit 5 blocks per SM, as many as its
-//   registers (92) allow, so single buffers would win it no block and only shorten the prefetch.
+//   registers (93) allow, so single buffers would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdStages = D == 128 ? 1 : 2;
 template <int D>
