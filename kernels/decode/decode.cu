@@ -102,8 +102,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     }
   };
 
-  // q's loads, then the first keys' loads, and only then q's conversion: converting waits for q,
-  // and before the keys' loads that wait came first, a full memory latency added to every step.
+  // Converting q waits for its loads. Done before the first keys' loads were issued, that wait put
+  // a whole memory latency in front of every step; so q's loads, the first keys', then converting.
   uint4 q_raw[GT];
 #pragma unroll
   for (int g = 0; g < GT; ++g) q_raw[g] = load16(p.q + (size_t(b) * p.Hq + h0 + g) * D + lane * 8);
