@@ -27,7 +27,8 @@ bool attention_supports_head_dim(int D);
 void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16* q, const bf16* k,
                        const bf16* v, bf16* out, float* lse, cudaStream_t stream);
 
-// Scratch the backward needs: D_i = rowsum(dout * out), fp32 (B, Hq, T).
+// Scratch the backward needs: what its dQ pass hands its dK/dV pass, lse * log2(e) and
+// D_i = rowsum(dout * out) per query row, fp32, 2 x (B, Hq) rows of T rounded up to a multiple of 4.
 size_t attention_backward_workspace_bytes(const AttnShape& shape);
 
 // dq, dk, dv <- gradients of sum(out * dout) (overwritten). out and lse are the forward's.

@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   const uint32_t q_bar = smem_u32(s_dvec + 4 * BM);
   auto kv_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
 
@@ -265,13 +265,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = int(p.mask.lowest_key(w1));
-  int row[2], row_lo[2];
+  int row_lo[2];  // the lowest key of this thread's rows w0 + g, w0 + g + 8
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int t = w0 + g + 8 * half;
-    row[half] = t;
-    row_lo[half] = int(p.mask.lowest_key(t));
-  }
+  for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
 
   mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
   dots.finish(p, blk, smem + kTileBytes, s_dvec, s_dvec + BM);
@@ -327,15 +323,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
     // rows use 0). A separate masking pass, taken only by tiles that cross a mask edge, keeps the
     // compares off every other tile: inline, they were most of this kernel's integer work (ALU the
     // busiest pipe in Nsight Compute). Then dS = P (dP - D_i).
-    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int half = i >> 1, s = n0 + j * 8 + 2 * c + (i & 1);
-          if (s < row_lo[half] || s > row[half]) s_acc[j][i] = -INFINITY;
-        }
-    }
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
 #pragma unroll

@@ -199,6 +199,74 @@ __device__ __forceinline__ void store_rows(__nv_bfloat16* head_base, size_t row_
   }
 }
 
+// ---- one warp's 16 query rows -------------------------------------------------------------------
+// A warp's rows t0..t0+15 in C-tile layout (mma.sync's m-tile and wgmma's per-warp share alike):
+// this thread holds rows t0 + g (elements 0, 1 of each C tile) and t0 + g + 8 (elements 2, 3).
+
+// Scores of the rows against keys n0.. (N C tiles): pairs outside [row_lo[half], row] become -inf,
+// so their probabilities are exactly 0.
+template <int N>
+__device__ __forceinline__ void mask_scores(float (&s)[N][4], int t0, const int (&row_lo)[2], int n0, int lane) {
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int half = i >> 1, t = t0 + g + 8 * half, key = n0 + j * 8 + 2 * c + (i & 1);
+      if (key < row_lo[half] || key > t) s[j][i] = -INFINITY;
+    }
+}
+
+// One online-softmax step: raw scores s become exp2(s * scale_log2 - running max), this thread's
+// partial row sums take them in, and the output accumulator o (ND C tiles) is rescaled when the
+// running max (of raw scores) grows.
+template <int N, int ND>
+__device__ __forceinline__ void online_softmax(float (&s)[N][4], float (&o)[ND][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float scale_log2) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float mx = row_max[half];
+#pragma unroll
+    for (int j = 0; j < N; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * half], s[j][2 * half + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
+    const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
+    const float correction = fast_exp2(row_max[half] * scale_log2 - base);
+    row_max[half] = mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float* sv = &s[j][2 * half];
+      sv[0] = fast_exp2(fmaf(sv[0], scale_log2, -base));
+      sv[1] = fast_exp2(fmaf(sv[1], scale_log2, -base));
+      sum += sv[0] + sv[1];
+    }
+    row_sum[half] = row_sum[half] * correction + sum;
+#pragma unroll
+    for (int j = 0; j < ND; ++j) {
+      o[j][2 * half] *= correction;
+      o[j][2 * half + 1] *= correction;
+    }
+  }
+}
+
+// The rows done: row sums finished across the quad, lse (natural log, of the scaled scores)
+// written for rows < T, and the factors that normalise the output returned (0 for an empty row).
+__device__ __forceinline__ void finish_rows(const float (&row_max)[2], const float (&row_sum)[2], float scale,
+                                            float* lse_row, int t0, int T, int lane, float (&inv)[2]) {
+  const int g = lane >> 2, c = lane & 3;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    inv[half] = sum > 0.f ? 1.f / sum : 0.f;
+    const int t = t0 + g + 8 * half;
+    if (c == 0 && t < T) lse_row[t] = row_max[half] * scale + logf(sum);
+  }
+}
+
 // ---- the call's sizes --------------------------------------------------------------------------
 // What every attention kernel reads of the call besides its tensors; the forward's and the
 // backward's parameters both start with it, so QueryBlock serves either.

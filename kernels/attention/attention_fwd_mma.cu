@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   auto sK = [&](int stage) { return sQ + BM * D * 2 + stage * 2 * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last;
 
@@ -96,47 +96,11 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
         }
       }
 
-    if (needs_mask) {
 #pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int half = i >> 1, t = w0 + mt * 16 + g + 8 * half, s = n0 + nt * 8 + 2 * c + (i & 1);
-            if (s < row_lo[mt][half] || s > t) s_acc[mt][nt][i] = -INFINITY;
-          }
+    for (int mt = 0; mt < kMTiles; ++mt) {
+      if (needs_mask) mask_scores(s_acc[mt], w0 + mt * 16, row_lo[mt], n0, lane);
+      online_softmax(s_acc[mt], o_acc[mt], row_max[mt], row_sum[mt], p.scale_log2);
     }
-
-    // Online softmax: rescale what was accumulated when the running max grows.
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = row_max[mt][half];
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) mx = fmaxf(mx, fmaxf(s_acc[mt][nt][2 * half], s_acc[mt][nt][2 * half + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
-        const float base = mx == -INFINITY ? 0.f : mx * p.scale_log2;
-        const float correction = fast_exp2(row_max[mt][half] * p.scale_log2 - base);
-        row_max[mt][half] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
-          float* sv = &s_acc[mt][nt][2 * half];
-          sv[0] = fast_exp2(fmaf(sv[0], p.scale_log2, -base));
-          sv[1] = fast_exp2(fmaf(sv[1], p.scale_log2, -base));
-          sum += sv[0] + sv[1];
-        }
-        row_sum[mt][half] = row_sum[mt][half] * correction + sum;
-#pragma unroll
-        for (int nt = 0; nt < D / 8; ++nt) {
-          o_acc[mt][nt][2 * half] *= correction;
-          o_acc[mt][nt][2 * half + 1] *= correction;
-        }
-      }
 
     // O += P V, P straight from the score registers.
 #pragma unroll
@@ -163,15 +127,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
     float inv[2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float sum = row_sum[mt][half];
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      inv[half] = sum > 0.f ? 1.f / sum : 0.f;
-      const int t = w0 + mt * 16 + g + 8 * half;
-      if (c == 0 && t < T) lse_row[t] = row_max[mt][half] * p.scale + logf(sum);
-    }
+    finish_rows(row_max[mt], row_sum[mt], p.scale, lse_row, w0 + mt * 16, T, lane, inv);
     store_rows<D>(out_head, blk.q_stride, w0 + mt * 16, T, o_acc[mt], inv[0], inv[1], lane);
   }
 }

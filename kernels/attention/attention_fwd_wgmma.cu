@@ -50,7 +50,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   auto sK = [&](int stage) { return base + (1 + (kOne ? 0 : stage)) * kTileBytes; };
   auto sV = [&](int stage) { return base + (1 + kStages + (kOne ? 0 : stage)) * kTileBytes; };
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
 
@@ -133,43 +133,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
       load_k(n - 1, 0);
     }
 
-    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) {
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int half = i >> 1, t = w0 + g + 8 * half, s = n0 + j * 8 + 2 * c + (i & 1);
-          if (s < row_lo[half] || s > t) s_acc[j][i] = -INFINITY;
-        }
-    }
-
-    // Online softmax: rescale what was accumulated when the running max grows.
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float mx = row_max[half];
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) mx = fmaxf(mx, fmaxf(s_acc[j][2 * half], s_acc[j][2 * half + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
-      const float base_log2 = mx == -INFINITY ? 0.f : mx * p.scale_log2;
-      const float correction = fast_exp2(row_max[half] * p.scale_log2 - base_log2);
-      row_max[half] = mx;
-      float sum = 0.f;
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        float* sv = &s_acc[j][2 * half];
-        sv[0] = fast_exp2(fmaf(sv[0], p.scale_log2, -base_log2));
-        sv[1] = fast_exp2(fmaf(sv[1], p.scale_log2, -base_log2));
-        sum += sv[0] + sv[1];
-      }
-      row_sum[half] = row_sum[half] * correction + sum;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        o_acc[j][2 * half] *= correction;
-        o_acc[j][2 * half + 1] *= correction;
-      }
-    }
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
+    online_softmax(s_acc, o_acc, row_max, row_sum, p.scale_log2);
 
     // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half h
     // of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
@@ -189,17 +154,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 
   // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
   // (free now).
-  float* lse_row = p.lse + (size_t(blk.b) * p.Hq + blk.h) * T;
   float inv[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float sum = row_sum[half];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    inv[half] = sum > 0.f ? 1.f / sum : 0.f;
-    const int t = w0 + g + 8 * half;
-    if (c == 0 && t < T) lse_row[t] = row_max[half] * p.scale + logf(sum);
-  }
+  finish_rows(row_max, row_sum, p.scale, p.lse + (size_t(blk.b) * p.Hq + blk.h) * T, w0, T, lane, inv);
   __syncthreads();  // every warp is done reading Q
   stage_rows<D>(sQ, o_acc, inv[0], inv[1], warp, lane);
   fence_proxy_async();

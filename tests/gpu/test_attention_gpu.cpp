@@ -133,7 +133,7 @@ TEST_CASE("cuda attention forward and backward match the CPU reference") {
 }
 
 // The cases above launch at most a few dozen blocks; a race between the pipeline stages of a
-// block (cp.async groups, barriers, the async proxy) shows up only sometimes, and more readily when
+// block (cp.async groups or mbarriers, barriers, the async proxy) shows up only sometimes, and more readily when
 // every SM holds several blocks. So: a shape that fills the GPU, run twice, bit-compared.
 TEST_CASE("cuda attention forward and backward are bit-identical across runs on a GPU-filling shape") {
   for (int D : {64, 128})
