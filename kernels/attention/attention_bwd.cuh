@@ -66,7 +66,7 @@ struct KeyBlock {
   }
   // Highest query that may see key s, clamped to the sequence.
   __device__ __forceinline__ int last_query(const BwdParams& p, int s) const {
-    return int(min(attn_highest_query(p.mask, s), int64_t(T - 1)));
+    return int(min(p.mask.highest_query(s), int64_t(T - 1)));
   }
   __device__ __forceinline__ QueryTile first_query_tile(const BwdParams& p) const {
     return {hk * p.group, m_first * BM};

@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
-  const int w0_lo = int(p.mask.lowest_key(w0)), w1_lo = int(p.mask.lowest_key(w1));
+  const int w0_lo = p.mask.lowest_key(w0), w1_lo = p.mask.lowest_key(w1);
   int row[MT][2], row_lo[MT][2];
   float row_lse2[MT][2], row_dvec[MT][2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
 #pragma unroll
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
     for (int half = 0; half < 2; ++half) {
       const int t = w0 + mt * 16 + g + 8 * half;
       row[mt][half] = t;
-      row_lo[mt][half] = int(p.mask.lowest_key(t));
+      row_lo[mt][half] = p.mask.lowest_key(t);
     }
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();

@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
-  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.hk;
 
   // All tiles come by the copy engine; thread 0 asks for them.
   if (tid == 0) {
@@ -264,10 +264,10 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
-  const int w1_lo = int(p.mask.lowest_key(w1));
+  const int w1_lo = p.mask.lowest_key(w1);
   int row_lo[2];  // the lowest key of this thread's rows w0 + g, w0 + g + 8
 #pragma unroll
-  for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
+  for (int half = 0; half < 2; ++half) row_lo[half] = p.mask.lowest_key(w0 + g + 8 * half);
 
   mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
   dots.finish(p, blk, smem + kTileBytes, s_dvec, s_dvec + BM);

@@ -272,7 +272,8 @@ __device__ __forceinline__ void finish_rows(const float (&row_max)[2], const flo
 // backward's parameters both start with it, so QueryBlock serves either.
 struct AttnDims {
   int B, T, Hq, Hkv, group;  // group = Hq / Hkv query heads per kv head
-  AttnMask mask;
+  FastDiv per_group;         // query head -> its kv head, without an integer division per block
+  MaskBounds mask;           // as the kernels evaluate it (ops/mask.h)
   float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
   void set(const AttnShape& shape, const AttnMask& m) {
     B = shape.B;
@@ -280,27 +281,28 @@ struct AttnDims {
     Hq = shape.Hq;
     Hkv = shape.Hkv;
     group = shape.Hq / shape.Hkv;
-    mask = m;
+    per_group = FastDiv(group);
+    mask = MaskBounds(m);
     scale = 1.f / std::sqrt(float(shape.D));
     scale_log2 = scale * kLog2e;
   }
 };
 
 // ---- the work of one query-tile block ----------------------------------------------------------
-// Forward and dQ blocks own BM rows from m0 of query head h, batch b, and visit key tiles n_last
-// down to n_first: those holding a key some of the rows may see. Blocks are numbered so that the
+// Forward and dQ blocks own BM rows from m0 of query head h (kv head hk), batch b, and visit key
+// tiles n_last down to n_first: those holding a key some of the rows may see. Blocks are numbered so that the
 // longest rows start first (the causal tail balances). Params: FwdParams or BwdParams.
 template <int D, int BM, int BN>
 struct QueryBlock {
-  int T, h, b, m0, n_first, n_last;
+  int T, h, hk, b, m0, n_first, n_last;
   size_t q_stride, kv_stride, q_off, kv_off;  // first element of this head in (B, T, H, D)
 
   template <class Params>
   __device__ __forceinline__ explicit QueryBlock(const Params& p)
-      : T(p.T), h(blockIdx.y), b(blockIdx.z), m0((gridDim.x - 1 - blockIdx.x) * BM), q_stride(size_t(p.Hq) * D),
-        kv_stride(size_t(p.Hkv) * D), q_off((size_t(blockIdx.z) * p.T * p.Hq + blockIdx.y) * D),
-        kv_off((size_t(blockIdx.z) * p.T * p.Hkv + blockIdx.y / p.group) * D) {
-    n_first = int(p.mask.lowest_key(m0)) / BN;
+      : T(p.T), h(blockIdx.y), hk(p.per_group(h)), b(blockIdx.z), m0((gridDim.x - 1 - blockIdx.x) * BM),
+        q_stride(size_t(p.Hq) * D), kv_stride(size_t(p.Hkv) * D),
+        q_off((size_t(blockIdx.z) * p.T * p.Hq + blockIdx.y) * D), kv_off((size_t(blockIdx.z) * p.T * p.Hkv + hk) * D) {
+    n_first = p.mask.lowest_key(m0) / BN;
     n_last = min(m0 + BM - 1, T - 1) / BN;
   }
   // cp.async of key tile n's K and V rows (zeros past T).

@@ -40,12 +40,12 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 
   // This warp's rows and, per thread, the allowed key range [row_lo, row] of its two rows per m-tile.
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
-  const int w0_lo = int(p.mask.lowest_key(w0)), w1_lo = int(p.mask.lowest_key(w1));
+  const int w0_lo = p.mask.lowest_key(w0), w1_lo = p.mask.lowest_key(w1);
   int row_lo[kMTiles][2];
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) row_lo[mt][half] = int(p.mask.lowest_key(w0 + mt * 16 + g + 8 * half));
+    for (int half = 0; half < 2; ++half) row_lo[mt][half] = p.mask.lowest_key(w0 + mt * 16 + g + 8 * half);
 
   uint32_t q_frag[kMTiles][D / 16][4];
   float o_acc[kMTiles][D / 8][4];

@@ -52,7 +52,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
-  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.h / p.group;
+  const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.hk;
 
   // Tiles come by the copy engine (thread 0 asks), each buffer with an mbarrier of its own, after
   // the tiles in the same order. Tile n is the i-th visited (i = n_last - n): K and V stage
@@ -94,10 +94,10 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   __syncthreads();
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
-  const int w1_lo = int(p.mask.lowest_key(w1));
+  const int w1_lo = p.mask.lowest_key(w1);
   int row_lo[2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) row_lo[half] = int(p.mask.lowest_key(w0 + g + 8 * half));
+  for (int half = 0; half < 2; ++half) row_lo[half] = p.mask.lowest_key(w0 + g + 8 * half);
 
   float o_acc[D / 8][4];  // C tile j = output columns 8j..8j+7
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max of raw scores; partial sum

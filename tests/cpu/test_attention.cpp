@@ -115,15 +115,54 @@ TEST_CASE("attention masks follow the SPEC rule, lowest_key and highest query bo
         REQUIRE(m.allowed(t, s) == spec_allowed(m, t, s));
         if (lowest < 0 && spec_allowed(m, t, s)) lowest = s;
       }
-      // The allowed keys of t are exactly [lowest_key(t), t].
+      // The allowed keys of t are exactly [lowest_key(t), t], in both forms.
       REQUIRE(m.lowest_key(t) == lowest);
+      REQUIRE(MaskBounds(m).lowest_key(t) == lowest);
       for (int s = lowest; s <= t; ++s) REQUIRE(spec_allowed(m, t, s));
       if (t > 0) REQUIRE(m.lowest_key(t) >= m.lowest_key(t - 1));  // tile ranges rely on this
     }
-    // attn_highest_query(s) is the last query that still sees key s, and all queries between see it.
+    // highest_query(s) is the last query that still sees key s, and all queries between see it.
     for (int s = 0; s < T; ++s) {
-      const int64_t hi = attn_highest_query(m, s);
+      const int64_t hi = MaskBounds(m).highest_query(s);
       for (int t = s; t < 3 * T; ++t) REQUIRE(spec_allowed(m, t, s) == (t <= hi));
+    }
+  }
+}
+
+TEST_CASE("FastDiv divides like the division operator up to 2^31 - 1") {
+  std::vector<int> divisors = {1, 2, 3, 5, 7, 63, 64, 65, 100, 127, 128, 129, 511, 512, 513, 1000, 4096};
+  for (int s = 13; s <= 30; ++s)
+    for (int e : {-1, 0, 1}) divisors.push_back((1 << s) + e);
+  divisors.push_back(INT32_MAX);
+  Rng rng{7, 1, 0};
+  for (const int d : divisors) {
+    CAPTURE(d);
+    const FastDiv div(d);
+    std::vector<int> ns = {0, 1, d - 1, d, INT32_MAX, INT32_MAX - 1, INT32_MAX - d + 1};
+    for (int64_t q : {int64_t(1), int64_t(2), int64_t(1000), int64_t(INT32_MAX) / d})  // both sides of multiples
+      for (int64_t off : {-1, 0, 1})
+        if (const int64_t n = q * d + off; n >= 0 && n <= INT32_MAX) ns.push_back(int(n));
+    for (int i = 0; i < 2000; ++i) ns.push_back(int(rng.next_u64() >> 33));  // uniform in [0, 2^31)
+    for (const int n : ns) REQUIRE(div(n) == n / d);
+  }
+}
+
+TEST_CASE("MaskBounds gives AttnMask's bounds at positions up to 2^31 - 1") {
+  const std::vector<AttnMask> masks = {make_pbb(512, 128), make_pbb(1000, 7),  make_pbb(1, 1),
+                                       make_pbb((1 << 30) + 3, 5), make_swa(512), make_swa(INT32_MAX),
+                                       make_full()};
+  Rng rng{8, 1, 0};
+  for (const auto& m : masks) {
+    CAPTURE(name(m));
+    const MaskBounds bounds(m);
+    for (int i = 0; i < 5000; ++i) {
+      const int t = i < 3 ? INT32_MAX - i : int(rng.next_u64() >> 33);
+      REQUIRE(bounds.lowest_key(t) == m.lowest_key(t));
+      if (m.kind == MaskKind::full) continue;  // every later query sees every key
+      // the last query seeing key t sees it, the one after does not
+      const int64_t hi = bounds.highest_query(t);
+      REQUIRE(m.allowed(hi, t));
+      REQUIRE_FALSE(m.allowed(hi + 1, t));
     }
   }
 }

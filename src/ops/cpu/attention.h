@@ -17,23 +17,6 @@ struct AttnShape {
   int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
 };
 
-// Highest query position that may attend key s (the inverse of AttnMask::lowest_key, which is
-// non-decreasing in t): the backward pass over key tiles visits only queries in [s, this].
-// Not clamped to T - 1.
-HYLO_HD int64_t attn_highest_query(const AttnMask& mask, int64_t s) {
-  switch (mask.kind) {
-    case MaskKind::full: return INT64_MAX / 4;
-    case MaskKind::swa: return s + mask.window - 1;
-    case MaskKind::pbb: {
-      // Same block as s, or within the bridge after s: the later of the two ends.
-      int64_t block_end = s / mask.block * mask.block + mask.block - 1;
-      int64_t bridge_end = s + mask.bridge - 1;
-      return block_end > bridge_end ? block_end : bridge_end;
-    }
-  }
-  return s;
-}
-
 // Throws (HYLO_CHECK) unless the shape and mask are usable: positive sizes, Hq % Hkv == 0,
 // window >= 1 for swa, 1 <= bridge <= block for pbb.
 void check_attention_args(const AttnShape& shape, const AttnMask& mask);
