@@ -86,15 +86,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
   // issued the first copies (it initialised them itself), so those start a barrier earlier.
   __syncthreads();
-  if (int hk, b; tid == 0 && block_ahead(p.ahead, hk, b)) {
-    const int h = hk * p.group, m = blk.m_first * BM;
-    prefetch_head_tile<D>(p.tm_k, n0, hk, b);
-    prefetch_head_tile<D>(p.tm_v, n0, hk, b);
-    prefetch_head_tile<D>(p.tm_q, m, h, b);
-    prefetch_head_tile<D>(p.tm_dout, m, h, b);
-    prefetch_row(p.tm_rows, m, p.rows_row(0, b, h));
-    prefetch_row(p.tm_rows, m, p.rows_row(1, b, h));
-  }
 
   // This warp's keys [wk0, wk1]; per thread the last query allowed for each of its two key rows.
   const int wk0 = n0 + warp * 16, wk1 = wk0 + 15;
@@ -269,19 +260,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
   // issued the first copies (it initialised them itself), so those start a barrier earlier.
   __syncthreads();
-  if (int h, b; block_ahead(p.ahead, h, b)) {
-    if (tid == 0) {
-      prefetch_head_tile<D>(p.tm_q, m0, h, b);
-      prefetch_head_tile<D>(p.tm_dout, m0, h, b);
-      prefetch_head_tile<D>(p.tm_k, n_last * BN, p.per_group(h), b);
-      prefetch_head_tile<D>(p.tm_v, n_last * BN, p.per_group(h), b);
-    }
-    // O (for D_i) and lse come by plain loads (BlockRowDots): a line of 64 bytes per thread, lse's
-    // 256 bytes in two.
-    const int t = m0 + tid / 2;
-    if (t < T) prefetch_l2(p.out + (size_t(b) * T * p.Hq + h) * D + size_t(t) * blk.q_stride + (tid & 1) * (D / 2));
-    if (tid < 2 && m0 + 32 * tid < T) prefetch_l2(p.lse + (size_t(b) * p.Hq + h) * T + m0 + 32 * tid);
-  }
 
   // Global reads of O (for D_i) and lse first, so they are in flight during the wait for dO.
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
@@ -378,17 +356,11 @@ template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
   constexpr int kSmem = kWgBwdSmem<D>;
-  constexpr auto dq_kernel = attention_bwd_dq_wgmma_kernel<D>;
-  constexpr auto dkdv_kernel = attention_bwd_dkdv_wgmma_kernel<D>;
-  const int tiles = int(ceil_div(p.T, kWgRows));
-  BwdParams launch = p;
-  reserve_smem<dq_kernel>(kSmem);
-  launch.ahead = heads_ahead<dq_kernel>(kWgThreads, kSmem, tiles);
-  dq_kernel<<<dim3(tiles, p.Hq, p.B), kWgThreads, kSmem, stream>>>(launch);
+  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
-  reserve_smem<dkdv_kernel>(kSmem);
-  launch.ahead = heads_ahead<dkdv_kernel>(kWgThreads, kSmem, tiles);
-  dkdv_kernel<<<dim3(tiles, p.Hkv, p.B), kWgThreads, kSmem, stream>>>(launch);
+  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kSmem);
+  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);

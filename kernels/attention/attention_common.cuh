@@ -67,10 +67,6 @@ __device__ __forceinline__ void cp_async_4(uint32_t smem_addr, const void* gmem,
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr), "l"(gmem), "r"(src_bytes)
                : "memory");
 }
-// Brings the 128-byte line holding p into L2 (no register, no wait).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 // Waits until at most `Pending` of this thread's committed cp.async groups are still in flight
 // (groups complete in commit order).
@@ -278,7 +274,6 @@ struct AttnDims {
   int B, T, Hq, Hkv, group;  // group = Hq / Hkv query heads per kv head
   FastDiv per_group;         // query head -> its kv head, without an integer division per block
   MaskBounds mask;           // as the kernels evaluate it (ops/mask.h)
-  int ahead = 0;             // heads between a block and the one it prefetches for (block_ahead); per launch
   float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
   void set(const AttnShape& shape, const AttnMask& m) {
     B = shape.B;
@@ -292,19 +287,6 @@ struct AttnDims {
     scale_log2 = scale * kLog2e;
   }
 };
-
-// The block that starts about when this one ends: same tile index, `ahead` heads on (carried into
-// the next batch). Grids run x (tiles) fastest, and the launch sets `ahead` so that that many heads
-// hold about as many blocks as the GPU keeps resident (heads_ahead). False if there is none.
-__device__ __forceinline__ bool block_ahead(int ahead, int& h, int& b) {
-  h = int(blockIdx.y) + ahead;
-  b = int(blockIdx.z);
-  while (h >= int(gridDim.y)) {
-    h -= int(gridDim.y);
-    ++b;
-  }
-  return ahead > 0 && b < int(gridDim.z);
-}
 
 // ---- the work of one query-tile block ----------------------------------------------------------
 // Forward and dQ blocks own BM rows from m0 of query head h (kv head hk), batch b, and visit key
@@ -332,21 +314,6 @@ struct QueryBlock {
 };
 
 // ---- host side ---------------------------------------------------------------------------------
-
-// AttnDims::ahead for a launch of Kernel with `smem` bytes and `tiles` blocks per head: the heads
-// that hold the blocks resident at once (occupancy x SMs), rounded up. Kept after the first call,
-// like reserve_smem (one GPU per process).
-template <auto Kernel>
-int heads_ahead(int threads, int smem, int tiles) {
-  static const int resident = [threads, smem] {
-    int device = 0, sms = 0, per_sm = 0;
-    HYLO_CUDA_CHECK(cudaGetDevice(&device));
-    HYLO_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    HYLO_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, smem));
-    return per_sm * sms;
-  }();
-  return int(ceil_div(resident, tiles));
-}
 
 // Raises Kernel's dynamic shared-memory limit to `bytes` on its first launch; the attribute stays
 // set for the process (hylo drives one GPU per process), so later launches skip the call.

@@ -92,11 +92,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
   // issued the first copies (it initialised them itself), so those start a barrier earlier.
   __syncthreads();
-  if (int h, b; tid == 0 && block_ahead(p.ahead, h, b)) {
-    prefetch_head_tile<D>(p.tm_q, m0, h, b);
-    prefetch_head_tile<D>(p.tm_k, n_last * BN, p.per_group(h), b);
-    prefetch_head_tile<D>(p.tm_v, n_last * BN, p.per_group(h), b);
-  }
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = p.mask.lowest_key(w1);
@@ -173,12 +168,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
   constexpr int kSmem = kWgFwdSmem<D>;
-  constexpr auto kernel = attention_fwd_wgmma_kernel<D>;
-  reserve_smem<kernel>(kSmem);
-  const int tiles = int(ceil_div(p.T, kWgRows));
-  FwdParams launch = p;
-  launch.ahead = heads_ahead<kernel>(kWgThreads, kSmem, tiles);
-  kernel<<<dim3(tiles, p.Hq, p.B), kWgThreads, kSmem, stream>>>(launch);
+  reserve_smem<attention_fwd_wgmma_kernel<D>>(kSmem);
+  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);

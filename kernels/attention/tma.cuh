@@ -91,24 +91,6 @@ __device__ __forceinline__ void load_row(const CUtensorMap& map, uint32_t smem, 
       : "memory");
 }
 
-// L2 prefetches of what load_head_tile and load_row would copy (no shared memory, no mbarrier): the
-// first tiles of a block that starts later (block_ahead), so that its wait is an L2 hit's, not
-// memory's. Called by one thread.
-template <int D>
-__device__ __forceinline__ void prefetch_head_tile(const CUtensorMap& map, int row0, int h, int b) {
-#pragma unroll
-  for (int half = 0; half < D / 64; ++half)
-    asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];\n" ::"l"(
-                     reinterpret_cast<uint64_t>(&map)),
-                 "r"(64 * half), "r"(h), "r"(row0), "r"(b)
-                 : "memory");
-}
-__device__ __forceinline__ void prefetch_row(const CUtensorMap& map, int pos0, int row) {
-  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<uint64_t>(&map)),
-               "r"(pos0), "r"(row)
-               : "memory");
-}
-
 // The 64 x D swizzled tile at smem_tile to rows [row0, row0 + 64) of head h, batch b of the tensor
 // behind `map` (rows past T are dropped by the copy engine). Called by one thread, after a
 // fence_proxy_async and a barrier have made every thread's writes to the tile visible to the copy
