@@ -19,9 +19,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   HYLO_CUDA_REQUIRE(workspace != nullptr, "attention_backward (CUDA): needs a workspace of %zu bytes",
                     attention_backward_workspace_bytes(shape));
   attn::BwdParams p;
-  p.q = reinterpret_cast<const __nv_bfloat16*>(q);
-  p.k = reinterpret_cast<const __nv_bfloat16*>(k);
-  p.v = reinterpret_cast<const __nv_bfloat16*>(v);
+  p.set(shape, mask, q, k, v);
   p.out = reinterpret_cast<const __nv_bfloat16*>(out);
   p.dout = reinterpret_cast<const __nv_bfloat16*>(dout);
   p.lse = lse;
@@ -29,11 +27,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const bf16
   p.dk = reinterpret_cast<__nv_bfloat16*>(dk);
   p.dv = reinterpret_cast<__nv_bfloat16*>(dv);
   p.rows = static_cast<float*>(workspace);
-  p.set(shape, mask);
 #if HYLO_WGMMA
-  p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
-  p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
-  p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_dout = attn::make_head_tile_map(dout, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_dq = attn::make_head_tile_map(dq, shape.B, shape.T, shape.Hq, shape.D);
   p.tm_dk = attn::make_head_tile_map(dk, shape.B, shape.T, shape.Hkv, shape.D);

@@ -19,9 +19,7 @@
 #pragma once
 #include <cuda_bf16.h>
 
-#include "kernels/attention/attention.h"
-#include "kernels/attention/attention_common.cuh"
-#include "kernels/attention/tma.cuh"
+#include "kernels/attention/attention_params.cuh"
 
 namespace hylo::cuda::attn {
 
@@ -29,16 +27,15 @@ namespace hylo::cuda::attn {
 // need for a row stride).
 __host__ __device__ constexpr int padded_rows(int T) { return (T + 3) / 4 * 4; }
 
-struct BwdParams : AttnDims {
-  const __nv_bfloat16 *q, *k, *v, *out, *dout;
+struct BwdParams : AttnInputs {
+  const __nv_bfloat16 *out, *dout;
   const float* lse;
   __nv_bfloat16 *dq, *dk, *dv;
   // What the dQ pass hands dK/dV (the workspace): lse * log2(e), then D_i, each 2 x B x Hq rows of
   // padded_rows(T) floats, zero past T.
   float* rows;
 #if HYLO_WGMMA
-  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
-  CUtensorMap tm_q, tm_k, tm_v, tm_dout, tm_dq, tm_dk, tm_dv, tm_rows;
+  CUtensorMap tm_dout, tm_dq, tm_dk, tm_dv, tm_rows;
 #endif
   // Row of `rows` holding query head h, batch b: lse * log2(e) (which = 0) or D_i (which = 1); its
   // index (the tile copies' coordinate) and its first float.

@@ -267,27 +267,6 @@ __device__ __forceinline__ void finish_rows(const float (&row_max)[2], const flo
   }
 }
 
-// ---- the call's sizes --------------------------------------------------------------------------
-// What every attention kernel reads of the call besides its tensors; the forward's and the
-// backward's parameters both start with it, so QueryBlock serves either.
-struct AttnDims {
-  int B, T, Hq, Hkv, group;  // group = Hq / Hkv query heads per kv head
-  FastDiv per_group;         // query head -> its kv head, without an integer division per block
-  MaskBounds mask;           // as the kernels evaluate it (ops/mask.h)
-  float scale, scale_log2;  // 1/sqrt(D), and times log2(e) for exp2
-  void set(const AttnShape& shape, const AttnMask& m) {
-    B = shape.B;
-    T = shape.T;
-    Hq = shape.Hq;
-    Hkv = shape.Hkv;
-    group = shape.Hq / shape.Hkv;
-    per_group = FastDiv(group);
-    mask = MaskBounds(m);
-    scale = 1.f / std::sqrt(float(shape.D));
-    scale_log2 = scale * kLog2e;
-  }
-};
-
 // ---- the work of one query-tile block ----------------------------------------------------------
 // Forward and dQ blocks own BM rows from m0 of query head h (kv head hk), batch b, and visit key
 // tiles n_last down to n_first: those holding a key some of the rows may see. Blocks are numbered so that the

@@ -13,16 +13,10 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const bf16*
   HYLO_CUDA_REQUIRE(attention_supports_head_dim(shape.D), "attention_forward (CUDA): head dim %d unsupported (64 or 128)",
                     shape.D);
   attn::FwdParams p;
-  p.q = reinterpret_cast<const __nv_bfloat16*>(q);
-  p.k = reinterpret_cast<const __nv_bfloat16*>(k);
-  p.v = reinterpret_cast<const __nv_bfloat16*>(v);
+  p.set(shape, mask, q, k, v);
   p.out = reinterpret_cast<__nv_bfloat16*>(out);
   p.lse = lse;
-  p.set(shape, mask);
 #if HYLO_WGMMA
-  p.tm_q = attn::make_head_tile_map(q, shape.B, shape.T, shape.Hq, shape.D);
-  p.tm_k = attn::make_head_tile_map(k, shape.B, shape.T, shape.Hkv, shape.D);
-  p.tm_v = attn::make_head_tile_map(v, shape.B, shape.T, shape.Hkv, shape.D);
   p.tm_out = attn::make_head_tile_map(out, shape.B, shape.T, shape.Hq, shape.D);
 #endif
   if (shape.D == 64)

@@ -14,18 +14,15 @@
 #pragma once
 #include <cuda_bf16.h>
 
-#include "kernels/attention/attention.h"
-#include "kernels/attention/attention_common.cuh"
-#include "kernels/attention/tma.cuh"
+#include "kernels/attention/attention_params.cuh"
 
 namespace hylo::cuda::attn {
 
-struct FwdParams : AttnDims {
-  const __nv_bfloat16 *q, *k, *v;
+struct FwdParams : AttnInputs {
   __nv_bfloat16* out;
   float* lse;
 #if HYLO_WGMMA
-  CUtensorMap tm_q, tm_k, tm_v, tm_out;  // 64-row tile copies (tma.cuh); read in place (__grid_constant__)
+  CUtensorMap tm_out;
 #endif
 };
 

@@ -43,6 +43,19 @@ double median_elapsed_ms(const EventPairs& events, const char* bench) {
   return ms[ms.size() / 2];
 }
 
+constexpr size_t kFlushBytes = size_t(256) << 20;  // do_bench's: above any GPU's L2
+
+// do_bench's L2 flush buffer, allocated on first use and kept for the process (one GPU per
+// process): a bench measures many shapes.
+void* l2_flush_buffer(const char* bench) {
+  static void* const buffer = [bench] {
+    void* p = nullptr;
+    cuda_ok(cudaMalloc(&p, kFlushBytes), bench, "L2 flush buffer");
+    return p;
+  }();
+  return buffer;
+}
+
 }  // namespace
 
 double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup, cudaStream_t stream,
@@ -62,9 +75,7 @@ double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup
 
 double do_bench_ms(const std::function<void()>& body, double warmup_ms, double rep_ms, cudaStream_t stream,
                    const char* bench) {
-  constexpr size_t kFlushBytes = size_t(256) << 20;  // do_bench's: above any GPU's L2
-  void* flush = nullptr;
-  cuda_ok(cudaMalloc(&flush, kFlushBytes), bench, "L2 flush buffer");
+  void* flush = l2_flush_buffer(bench);
   auto flush_l2 = [&] { cuda_ok(cudaMemsetAsync(flush, 0, kFlushBytes, stream), bench, "L2 flush"); };
   body();
   cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
@@ -90,7 +101,6 @@ double do_bench_ms(const std::function<void()>& body, double warmup_ms, double r
     cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
   }
   cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
-  cuda_ok(cudaFree(flush), bench, "free");
   return median_elapsed_ms(events, bench);
 }
 
