@@ -20,10 +20,10 @@ namespace {
 // from registers and dO, Q as N-major B (one product per 64-column half of dV, dK). The mma.sync
 // version re-reads every operand through ldmatrix into registers, which made shared memory its
 // bottleneck.
-// Shared memory of both backward wgmma kernels: 6 tiles, 4 rows of per-query floats, 3 mbarriers,
-// alignment slack: 50 KB at hd64, 98 KB at hd128.
+// Shared memory of the dK/dV kernel: 6 tiles, 4 rows of per-query floats, 3 mbarriers, alignment
+// slack: 50 KB at hd64, 98 KB at hd128.
 template <int D>
-constexpr int kWgBwdSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
+constexpr int kWgDkvSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
 
 // Registers at hd128 (2 blocks of 128 threads: up to 255): dK and dV are 128 accumulator floats
 // per thread, S^T and dP^T another 64 while the scores are live; P^T and dS^T leave them as 32
@@ -214,15 +214,27 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
 // attention_bwd_dq_kernel's structure with one warpgroup per 64 queries (warp w owns rows
 // 16w..16w+15) and key tiles of 64 taken whole: S = Q K^T and dP = dO V^T read Q, dO, K and V from
 // the swizzled tiles; dQ += dS K takes dS from registers and K as an N-major B (one product per
-// 64-column half of dQ). Blocks per SM: hd64 3 (<= 170 registers); hd128 2, which its 98 KB of
-// shared memory allows anyway.
+// 64-column half of dQ). 3 blocks per SM at both head dims (<= 168 registers). The K and V tiles:
+//   hd64 (8 KB tiles): two stages, so that a tile's dQ product runs in the next iteration, ahead of
+//   its S and dP, and the next tiles load a whole iteration ahead: 50 KB.
+//   hd128 (16 KB tiles): one K and one V buffer (Q, dO, K, V: 66 KB; two stages, 98 KB, fit only 2
+//   blocks per SM). The price: each tile's products run back to back, the dQ product waited for
+//   in its own iteration, and K(n - 1), V(n - 1) load only after it, so every tile's first loads
+//   wait on the copy engine; the third block per SM is there to cover that wait.
 template <int D>
-constexpr int kWgDqMinBlocks = D == 64 ? 3 : 2;
+constexpr int kWgDqStages = D == 128 ? 1 : 2;
+template <int D>
+constexpr int kWgDqSmem = 1024 + (2 + 2 * kWgDqStages<D>) * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
+constexpr int kWgDqMinBlocks = 3;
+static_assert(kWgDqMinBlocks * (kWgDqSmem<64> + 1024) <= 228 * 1024 &&
+                  kWgDqMinBlocks * (kWgDqSmem<128> + 1024) <= 228 * 1024,
+              "the dQ kernel's shared memory must fit kWgDqMinBlocks blocks per SM");
 
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
+__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
     attention_bwd_dq_wgmma_kernel(const __grid_constant__ BwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
+  constexpr int kStages = kWgDqStages<D>;
   extern __shared__ unsigned char smem_raw[];
   unsigned char* smem = align_smem_1024(smem_raw);
   const uint32_t base = smem_u32(smem);
@@ -231,7 +243,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
   const uint32_t sQ = base, sdO = base + kTileBytes;
   auto sK = [&](int stage) { return base + (2 + 2 * stage) * kTileBytes; };
   auto sV = [&](int stage) { return sK(stage) + kTileBytes; };
-  float* s_dvec = reinterpret_cast<float*>(smem + 6 * kTileBytes);
+  float* s_dvec = reinterpret_cast<float*>(smem + (2 + 2 * kStages) * kTileBytes);
   const uint32_t q_bar = smem_u32(s_dvec + 4 * BM);
   auto kv_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
 
@@ -286,9 +298,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
     for (int i = 0; i < 4; ++i) dq_acc[j][i] = 0.f;
 
   // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
-  // into C tiles 8h..8h+7 of dQ. As in dK/dV, a tile's product is issued in the next iteration,
-  // ahead of that tile's S and dP, and waited for inside it.
-  uint32_t dsa[BN / 16][4];  // dS of the previous tile (its K in stage ^ 1) as A fragments
+  // into C tiles 8h..8h+7 of dQ. With two stages, as in dK/dV, a tile's product is issued in the
+  // next iteration, ahead of that tile's S and dP, and waited for inside it; with one, in its own.
+  uint32_t dsa[BN / 16][4];  // dS of the tile whose product is next, as A fragments
   auto issue_dq = [&](uint32_t k_tile) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
@@ -296,33 +308,12 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
       for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(dq_acc, h), dsa[kk], nmajor_desc<BN>(k_tile, kk, h));
     wgmma_commit();
   };
-  // Key tile n (its K, V in `stage`); the first is peeled off as in dK/dV.
-  auto tile = [&](auto with_prev, int n, int stage) {
-    mbarrier_wait(kv_bar(stage), ((n_last - n) >> 1) & 1);  // K(n), V(n): the stage's (n_last - n) / 2-th fill
-    const int n0 = n * BN;
-    const uint32_t k_tile = sK(stage), v_tile = sV(stage);
-
-    // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), in commit groups of
-    // their own so that P is computed while dP still runs.
-    float s_acc[BN / 8][4], dp_acc[BN / 8][4];
-    wgmma_fence();
-    if constexpr (decltype(with_prev)::value) issue_dq(sK(stage ^ 1));
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
-    wgmma_commit();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
-    wgmma_commit();
-    wgmma_wait<2>();  // the previous tile's dQ product is done; S, dP may still run
-    __syncthreads();  // ... in every warp: K, V stage ^ 1 may be refilled
-    if (n > n_first) load_kv(n - 1, stage ^ 1);
-    wgmma_wait<1>();  // S is done; dP may still run
-
-    // Disallowed pairs get S = -inf, so P = exp(S * scale - lse) is exactly 0 (lse is finite; padded
-    // rows use 0). A separate masking pass, taken only by tiles that cross a mask edge, keeps the
-    // compares off every other tile: inline, they were most of this kernel's integer work (ALU the
-    // busiest pipe in Nsight Compute). Then dS = P (dP - D_i).
+  // Disallowed pairs get S = -inf, so P = exp(S * scale - lse) is exactly 0 (lse is finite; padded
+  // rows use 0). A separate masking pass, taken only by tiles that cross a mask edge, keeps the
+  // compares off every other tile: inline, they were most of this kernel's integer work (ALU the
+  // busiest pipe in Nsight Compute). P is computed while dP may still run; then, with dP done,
+  // dS = P (dP - D_i), which leaves as A fragments.
+  auto scores_to_ds = [&](float (&s_acc)[BN / 8][4], float (&dp_acc)[BN / 8][4], int n0) {
     if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -336,11 +327,54 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(dsa[kk], dp_acc, kk);
   };
-  tile(std::false_type{}, n_last, 0);
-  for (int n = n_last - 1; n >= n_first; --n) tile(std::true_type{}, n, (n_last - n) & 1);
-  wgmma_fence();
-  issue_dq(sK((n_last - n_first) & 1));
-  wgmma_wait_all();
+  // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), in commit groups of their
+  // own so that P is computed while dP still runs.
+  auto issue_s_dp = [&](float (&s_acc)[BN / 8][4], float (&dp_acc)[BN / 8][4], uint32_t k_tile, uint32_t v_tile) {
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
+    wgmma_commit();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
+    wgmma_commit();
+  };
+
+  if constexpr (kStages == 1) {
+    // Key tile n in the one K, V buffer (its (n_last - n)-th fill): products back to back, then the
+    // buffer is refilled with tile n - 1.
+    for (int n = n_last; n >= n_first; --n) {
+      mbarrier_wait(kv_bar(0), (n_last - n) & 1);
+      float s_acc[BN / 8][4], dp_acc[BN / 8][4];
+      wgmma_fence();
+      issue_s_dp(s_acc, dp_acc, sK(0), sV(0));
+      wgmma_wait<1>();  // S is done; dP may still run
+      scores_to_ds(s_acc, dp_acc, n * BN);
+      wgmma_fence();
+      issue_dq(sK(0));
+      wgmma_wait_all();
+      __syncthreads();  // every warp is done with K(n) and V(n)
+      if (n > n_first) load_kv(n - 1, 0);
+    }
+  } else {
+    // Key tile n (its K, V in `stage`); the first is peeled off as in dK/dV.
+    auto tile = [&](auto with_prev, int n, int stage) {
+      mbarrier_wait(kv_bar(stage), ((n_last - n) >> 1) & 1);  // K(n), V(n): the stage's (n_last - n) / 2-th fill
+      float s_acc[BN / 8][4], dp_acc[BN / 8][4];
+      wgmma_fence();
+      if constexpr (decltype(with_prev)::value) issue_dq(sK(stage ^ 1));
+      issue_s_dp(s_acc, dp_acc, sK(stage), sV(stage));
+      wgmma_wait<2>();  // the previous tile's dQ product is done; S, dP may still run
+      __syncthreads();  // ... in every warp: K, V stage ^ 1 may be refilled
+      if (n > n_first) load_kv(n - 1, stage ^ 1);
+      wgmma_wait<1>();  // S is done; dP may still run
+      scores_to_ds(s_acc, dp_acc, n * BN);
+    };
+    tile(std::false_type{}, n_last, 0);
+    for (int n = n_last - 1; n >= n_first; --n) tile(std::true_type{}, n, (n_last - n) & 1);
+    wgmma_fence();
+    issue_dq(sK((n_last - n_first) & 1));
+    wgmma_wait_all();
+  }
 
   // dQ leaves through the Q tile, free now.
   __syncthreads();  // every warp is done reading Q
@@ -355,12 +389,12 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
-  constexpr int kSmem = kWgBwdSmem<D>;
-  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kSmem);
-  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
+  constexpr int kDqSmem = kWgDqSmem<D>, kDkvSmem = kWgDkvSmem<D>;
+  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kDqSmem);
+  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kDqSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
-  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kSmem);
-  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kSmem, stream>>>(p);
+  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kDkvSmem);
+  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kDkvSmem, stream>>>(p);
   HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);
