@@ -222,17 +222,16 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
 //   in its own iteration, and K(n - 1), V(n - 1) load only after it, so every tile's first loads
 //   wait on the copy engine; the third block per SM is there to cover that wait.
 template <int D>
-constexpr int kWgDqStages = 1;
+constexpr int kWgDqStages = D == 128 ? 1 : 2;
 template <int D>
 constexpr int kWgDqSmem = 1024 + (2 + 2 * kWgDqStages<D>) * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
-template <int D>
-constexpr int kWgDqMinBlocks = D == 64 ? 4 : 3;
-static_assert(kWgDqMinBlocks<64> * (kWgDqSmem<64> + 1024) <= 228 * 1024 &&
-                  kWgDqMinBlocks<128> * (kWgDqSmem<128> + 1024) <= 228 * 1024,
+constexpr int kWgDqMinBlocks = 3;
+static_assert(kWgDqMinBlocks * (kWgDqSmem<64> + 1024) <= 228 * 1024 &&
+                  kWgDqMinBlocks * (kWgDqSmem<128> + 1024) <= 228 * 1024,
               "the dQ kernel's shared memory must fit kWgDqMinBlocks blocks per SM");
 
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks<D>)
+__global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
     attention_bwd_dq_wgmma_kernel(const __grid_constant__ BwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kThreads = kWgThreads, kTileBytes = kWgTileBytes<D>;
   constexpr int kStages = kWgDqStages<D>;
