@@ -269,8 +269,8 @@ __device__ __forceinline__ void finish_rows(const float (&row_max)[2], const flo
 
 // ---- the work of one query-tile block ----------------------------------------------------------
 // Forward and dQ blocks own BM rows from m0 of query head h (kv head hk), batch b, and visit key
-// tiles n_last down to n_first: those holding a key some of the rows may see. Blocks are numbered so that the
-// longest rows start first (the causal tail balances). Params: FwdParams or BwdParams.
+// tiles n_last down to n_first: those holding a key some of the rows may see. Blocks are numbered
+// so that the longest rows start first (the causal tail balances). Params: FwdParams or BwdParams.
 template <int D, int BM, int BN>
 struct QueryBlock {
   int T, h, hk, b, m0, n_first, n_last;
