@@ -29,8 +29,8 @@ constexpr int kWgDkvSmem = 1024 + 6 * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
 // per thread, S^T and dP^T another 64 while the scores are live; P^T and dS^T leave them as 32
 // A-fragment registers that live into the next tile's iteration (its dV/dK products), and the
 // score accumulators start each tile overwritten (wgmma_ss, accumulate = false). That is close to
-// the cap (252), hence the mask applied before the exponentials below and dP^T issued only once the
-// previous products are done (see the tile loop). hd64 fits 3 blocks (168
+// the cap (251), hence the mask applied before the exponentials below and dP^T issued only once the
+// previous products are done (see the tile loop). hd64 fits 3 blocks (160
 // registers, no spills): 12 warps per SM hide more of the latency that bounds this kernel
 // (Nsight Compute: ~0.55 eligible warps per scheduler at 2 blocks), -3..9% backward time.
 template <int D>

@@ -12,7 +12,7 @@ namespace hylo::cuda::attn {
 namespace {
 
 // Warpgroup MMA (sm_90a), head dims 64 and 128: one warpgroup per 64 queries (warp w owns rows
-// 16w..16w+15, its online-softmax state in registers as above), key tiles of 64. S = Q K^T reads Q
+// 16w..16w+15, its online-softmax state in registers), key tiles of 64. S = Q K^T reads Q
 // and K straight from the swizzled tiles (D / 16 k-steps); O += P V takes P from registers and V as
 // an N-major B, one product per 64-column half of O. A warp whose rows see none of a tile still
 // runs the warpgroup's products; its scores are masked to -inf like any disallowed pair.
@@ -21,11 +21,11 @@ namespace {
 // an mbarrier per buffer and alignment slack. The kernel is latency bound (Nsight Compute: issue
 // slots ~41% busy at 8 warps per SM), so the buffers are sized for resident blocks:
 //   hd128 (16 KB tiles) keeps one K and one V buffer: 49 KB, 4 blocks (16 warps) per SM, which its
-//   127 registers just allow (two stages of both: 81 KB, 2 blocks; one V buffer: 65 KB, 3).
+//   125 registers just allow (two stages of both: 81 KB, 2 blocks; one V buffer: 65 KB, 3).
 //   The price: K(n - 1) can be loaded only once every warp's S(n) has read the buffer (a barrier
 //   after S), and V(n) only once P V(n + 1) has, so their loads hide under part of an iteration.
 //   hd64 (8 KB tiles) keeps two stages of both: its 41 KB fit 5 blocks per SM, as many as its
-//   registers (93) allow, so single buffers would win it no block and only shorten the prefetch.
+//   registers (91) allow, so single buffers would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdStages = D == 128 ? 1 : 2;
 template <int D>

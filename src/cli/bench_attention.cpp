@@ -107,8 +107,9 @@ std::string mask_label(const std::string& kind, const BenchOptions& o) {
 
 // Allowed (t, s) pairs: the work a perfect kernel does.
 int64_t visited_pairs(const AttnMask& mask, int T) {
+  const MaskBounds bounds(mask);
   int64_t pairs = 0;
-  for (int t = 0; t < T; ++t) pairs += t - mask.lowest_key(t) + 1;
+  for (int t = 0; t < T; ++t) pairs += t - bounds.lowest_key(t) + 1;
   return pairs;
 }
 

@@ -28,21 +28,6 @@ struct AttnMask {
     }
     return false;
   }
-
-  // Smallest key position query t may attend; every s in [lowest_key(t), t] is allowed.
-  // (For pbb the allowed set is contiguous: the block start or the bridge start, whichever is lower.)
-  HYLO_HD int64_t lowest_key(int64_t t) const {
-    switch (kind) {
-      case MaskKind::full: return 0;
-      case MaskKind::swa: return t - window + 1 > 0 ? t - window + 1 : 0;
-      case MaskKind::pbb: {
-        int64_t block_start = t / block * block, bridge_start = t - bridge + 1;
-        int64_t lo = block_start < bridge_start ? block_start : bridge_start;
-        return lo > 0 ? lo : 0;
-      }
-    }
-    return 0;
-  }
 };
 
 // n / d for 0 <= n < 2^31 and a divisor d >= 1 fixed in advance, as a multiply-high and a shift
@@ -75,11 +60,11 @@ class FastDiv {
   int shift_ = 0;
 };
 
-// The mask as the CUDA kernels evaluate it at the start of every block: positions below 2^31 and
-// pbb's division by the block size done by FastDiv. The general 64-bit division there took ~20
-// dependent instructions, four times per block, 8% of the pbb forward's warp time (attention.md,
-// v22). lowest_key equals AttnMask::lowest_key (tests/cpu/test_attention.cpp checks both against
-// SPEC §1).
+// The range of keys a query may attend and of queries that may attend a key, for positions below
+// 2^31: what the CPU reference loops over and what the CUDA kernels evaluate at the start of every
+// block. pbb's division by the block size is FastDiv's multiply and shift; the general 64-bit
+// division took ~20 dependent instructions there, four times per block, 8% of the pbb forward's
+// warp time (attention.md, v22). tests/cpu/test_attention.cpp checks both bounds against SPEC §1.
 class MaskBounds {
  public:
   MaskBounds() = default;
@@ -87,7 +72,8 @@ class MaskBounds {
       : kind_(m.kind), window_(m.window), block_(m.block), bridge_(m.bridge),
         per_block_(m.kind == MaskKind::pbb ? m.block : 1) {}
 
-  // Smallest key position query t may attend (AttnMask::lowest_key).
+  // Smallest key position query t may attend; every s in [lowest_key(t), t] is allowed. (For pbb
+  // the allowed set is contiguous: the block start or the bridge start, whichever is lower.)
   HYLO_HD int lowest_key(int t) const {
     switch (kind_) {
       case MaskKind::full: return 0;

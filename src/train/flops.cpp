@@ -54,8 +54,9 @@ std::vector<ParamCount> count_parameters(const ModelConfig& c) {
 }
 
 double mean_visited_keys(const AttnMask& mask, int64_t T) {
+  const MaskBounds bounds(mask);
   double keys = 0;
-  for (int64_t t = 0; t < T; ++t) keys += double(t - mask.lowest_key(t) + 1);
+  for (int t = 0; t < T; ++t) keys += double(t - bounds.lowest_key(t) + 1);
   return T ? keys / double(T) : 0.0;
 }
 

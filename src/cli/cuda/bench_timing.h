@@ -1,7 +1,7 @@
 // What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, CUDA-event
-// median timers (by call count, and do_bench's by time) and a bf16 fill from a random host pattern. `bench` ("bench moe")
-// starts every error message. CUDA builds only (src/*/cuda/); the benches include this under
-// HYLO_WITH_CUDA.
+// median timers (by call count, and do_bench's by time) and a bf16 fill from a random host
+// pattern. `bench` ("bench moe") starts every error message. CUDA builds only (src/*/cuda/); the
+// benches include this under HYLO_WITH_CUDA.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -54,6 +54,7 @@ template <class T>
 void attention_forward(const AttnShape& shape, const AttnMask& mask, const T* q, const T* k, const T* v,
                        T* out, T* lse) {
   check_attention_args(shape, mask);
+  const MaskBounds bounds(mask);
   const int D = shape.D, group = shape.Hq / shape.Hkv;
   const T scale = T(1) / std::sqrt(T(D));
   std::vector<T> p_S(shape.T);  // scores, then probabilities, of one query row over its keys
@@ -61,7 +62,7 @@ void attention_forward(const AttnShape& shape, const AttnMask& mask, const T* q,
     for (int h = 0; h < shape.Hq; ++h) {
       const int hk = h / group;
       for (int t = 0; t < shape.T; ++t) {
-        const int lo = int(mask.lowest_key(t));
+        const int lo = bounds.lowest_key(t);
         const T* q_D = q + row_BTHD(shape, shape.Hq, b, t, h);
         T row_max = -std::numeric_limits<T>::infinity();
         for (int s = lo; s <= t; ++s) {
@@ -84,6 +85,7 @@ template <class T>
 void attention_backward(const AttnShape& shape, const AttnMask& mask, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const T* dout, T* dq, T* dk, T* dv) {
   check_attention_args(shape, mask);
+  const MaskBounds bounds(mask);
   const int D = shape.D, group = shape.Hq / shape.Hkv;
   const T scale = T(1) / std::sqrt(T(D));
   const size_t kv_count = size_t(shape.B) * shape.T * shape.Hkv * D;
@@ -103,7 +105,7 @@ void attention_backward(const AttnShape& shape, const AttnMask& mask, const T* q
         // dL/dscore_s = p_s * (dp_s - D_t) with D_t = sum_s p_s dp_s = rowsum(dout * out).
         const T d_t = dot(dout_D, out + row, D);
         std::fill(dq_D, dq_D + D, T(0));
-        for (int s = int(mask.lowest_key(t)); s <= t; ++s) {
+        for (int s = bounds.lowest_key(t); s <= t; ++s) {
           const size_t kv_row = row_BTHD(shape, shape.Hkv, b, s, hk);
           const T p = std::exp(dot(q_D, k + kv_row, D) * scale - row_lse);
           const T ds = p * (dot(dout_D, v + kv_row, D) - d_t) * scale;

@@ -23,7 +23,7 @@ void check_attention_args(const AttnShape& shape, const AttnMask& mask);
 
 namespace cpu {
 
-// out, lse <- attention(q, k, v). Visits only keys in [mask.lowest_key(t), t].
+// out, lse <- attention(q, k, v). Visits only keys in [MaskBounds(mask).lowest_key(t), t].
 template <class T>
 void attention_forward(const AttnShape& shape, const AttnMask& mask, const T* q, const T* k, const T* v,
                        T* out, T* lse);
