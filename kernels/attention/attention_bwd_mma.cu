@@ -11,25 +11,19 @@ namespace hylo::cuda::attn {
 namespace {
 
 // ---- dK, dV over key tiles ----------------------------------------------------------------------
-// kWarps warps of 16 * kMTiles keys; query tiles of kBlockM rows, consumed 16 queries at a time so
-// that only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators.
+// Warps of 16 * kMTiles keys; query tiles of kOtherTile rows, consumed 16 queries at a time so that
+// only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators.
 // K and V fragments are re-read from shared memory for every slab: the v3 sweep in
 // experiments/results/attention.md found that faster than holding them in registers, and 16 keys
-// per warp faster than 32 (which spills), at both head dims.
-template <int W, int MT, int BM, int MinBlocks>
-struct DkvTile {
-  static constexpr int kWarps = W, kMTiles = MT, kBlockM = BM, kMinBlocks = MinBlocks;
-};
-template <int D> struct DkvTraits;
-template <> struct DkvTraits<64> : DkvTile<4, 1, 64, 2> {};
-template <> struct DkvTraits<128> : DkvTile<4, 1, 64, 2> {};
+// per warp faster than 32 (which spills), at both head dims: one tiling serves both.
+using DkvTiling = WarpTiling<4, 1, 64, 2>;
 
 template <int D>
-__global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinBlocks)
+__global__ void __launch_bounds__(DkvTiling::kWarps * 32, DkvTiling::kMinBlocks)
     attention_bwd_dkdv_kernel(const BwdParams p) {
-  using Tr = DkvTraits<D>;
+  using Tr = DkvTiling;
   constexpr int kThreads = Tr::kWarps * 32, MT = Tr::kMTiles, kWarpKeys = 16 * MT;
-  constexpr int BN = Tr::kWarps * kWarpKeys, BM = Tr::kBlockM;
+  constexpr int BN = Tr::kWarps * kWarpKeys, BM = Tr::kOtherTile;
   constexpr int kKvBytes = BN * D * 2, kQBytes = BM * D * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   // Layout: K, V (BN x D); per stage: Q, dO (BM x D); then per stage: lse, D_i (BM floats).
@@ -175,18 +169,18 @@ __global__ void __launch_bounds__(DkvTraits<D>::kWarps * 32, DkvTraits<D>::kMinB
 
 // ---- dQ over query tiles ------------------------------------------------------------------------
 // The forward's structure without the online softmax (lse is known): kWarps warps of 16 * kMTiles
-// query rows with Q and dO fragments in registers; key tiles of kBlockN consumed 16 keys at a time.
+// query rows with Q and dO fragments in registers; key tiles of kOtherTile consumed 16 keys at a time.
 // Shapes from the same sweep (hd64: 8 warps x 16 rows beat 4 x 32).
 template <int D> struct DqTraits;
-template <> struct DqTraits<64> : QueryTiling<8, 1, 64, 2> {};
-template <> struct DqTraits<128> : QueryTiling<4, 1, 64, 2> {};
+template <> struct DqTraits<64> : WarpTiling<8, 1, 64, 2> {};
+template <> struct DqTraits<128> : WarpTiling<4, 1, 64, 2> {};
 
 template <int D>
 __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlocks)
     attention_bwd_dq_kernel(const BwdParams p) {
   using Tr = DqTraits<D>;
   constexpr int kThreads = Tr::kWarps * 32, MT = Tr::kMTiles, kWarpRows = 16 * MT;
-  constexpr int BM = Tr::kWarps * kWarpRows, BN = Tr::kBlockN;
+  constexpr int BM = Tr::kWarps * kWarpRows, BN = Tr::kOtherTile;
   constexpr int kQBytes = BM * D * 2, kTileBytes = BN * D * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   // Layout: Q, dO (BM x D); then per stage K, V (BN x D); then BM floats of D_i and BM of
@@ -209,16 +203,13 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
   const BlockRowDots<kThreads, D, BM, BN> dots(p, blk, tid);
   const int w0 = m0 + warp * kWarpRows, w1 = w0 + kWarpRows - 1;
   const int w0_lo = p.mask.lowest_key(w0), w1_lo = p.mask.lowest_key(w1);
-  int row[MT][2], row_lo[MT][2];
+  // This thread's rows are w0 + mt * 16 + g + 8 * half; row_lo holds their lowest keys.
+  int row_lo[MT][2];
   float row_lse2[MT][2], row_dvec[MT][2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int t = w0 + mt * 16 + g + 8 * half;
-      row[mt][half] = t;
-      row_lo[mt][half] = p.mask.lowest_key(t);
-    }
+    for (int half = 0; half < 2; ++half) row_lo[mt][half] = p.mask.lowest_key(w0 + mt * 16 + g + 8 * half);
   cp_async_wait_group<1>();  // Q and dO have landed; K and V may still be in flight
   __syncthreads();
   dots.finish(p, blk, smem + kQBytes, s_dvec, s_dvec + BM);
@@ -298,7 +289,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
           for (int i = 0; i < 4; ++i) {
             const int half = i >> 1, s = k0 + nt * 8 + 2 * c + (i & 1);
             float pr = fast_exp2(fmaf(s_acc[mt][nt][i], p.scale_log2, -row_lse2[mt][half]));
-            if (needs_mask && (s < row_lo[mt][half] || s > row[mt][half])) pr = 0.f;
+            if (needs_mask && (s < row_lo[mt][half] || s > w0 + mt * 16 + g + 8 * half)) pr = 0.f;
             dp_acc[mt][nt][i] = pr * (dp_acc[mt][nt][i] - row_dvec[mt][half]);
           }
         c_to_a(dsa[mt], dp_acc[mt], 0);
@@ -329,17 +320,15 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
   {
     using Tr = DqTraits<D>;
-    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kBlockN) * D * 2 + 2 * BM * 4;
-    reserve_smem<attention_bwd_dq_kernel<D>>(kSmem);
-    attention_bwd_dq_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
+    constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kOtherTile) * D * 2 + 2 * BM * 4;
+    launch_kernel<attention_bwd_dq_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream,
+                                              "attention_bwd_dq_kernel");
   }
   {
-    using Tr = DkvTraits<D>;
-    constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kBlockM) * D * 2 + 4 * Tr::kBlockM * 4;
-    reserve_smem<attention_bwd_dkdv_kernel<D>>(kSmem);
-    attention_bwd_dkdv_kernel<D><<<dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream>>>(p);
-    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
+    using Tr = DkvTiling;
+    constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kOtherTile) * D * 2 + 4 * Tr::kOtherTile * 4;
+    launch_kernel<attention_bwd_dkdv_kernel<D>>(p, dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem,
+                                                stream, "attention_bwd_dkdv_kernel");
   }
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);

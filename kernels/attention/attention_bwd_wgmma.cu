@@ -197,17 +197,17 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   issue_dv_dk(sQ((iters - 1) & 1), sdO((iters - 1) & 1));
   wgmma_wait_all();
 
-  // dK and dV leave through the K and V tiles, free now. dS was taken w.r.t. the scaled scores:
-  // dK picks up the scale once here.
-  __syncthreads();  // every warp is done reading K and V
-  stage_rows<D>(sK, dk_acc, p.scale, p.scale, warp, lane);
-  stage_rows<D>(sV, dv_acc, 1.f, 1.f, warp, lane);
-  fence_proxy_async();
-  __syncthreads();
-  if (tid == 0) {
-    store_head_tile<D>(p.tm_dk, sK, n0, blk.hk, blk.b);
-    store_head_tile<D>(p.tm_dv, sV, n0, blk.hk, blk.b);
-  }
+  // dK and dV leave through the K and V tiles (free once every warp is done reading them). dS was
+  // taken w.r.t. the scaled scores: dK picks up the scale once here.
+  write_outputs(
+      [&] {
+        stage_rows<D>(sK, dk_acc, p.scale, p.scale, warp, lane);
+        stage_rows<D>(sV, dv_acc, 1.f, 1.f, warp, lane);
+      },
+      [&] {
+        store_head_tile<D>(p.tm_dk, sK, n0, blk.hk, blk.b);
+        store_head_tile<D>(p.tm_dv, sV, n0, blk.hk, blk.b);
+      });
 }
 
 // ---- dQ on warpgroup MMA (sm_90a), head dims 64 and 128 ---------------------------------------
@@ -224,7 +224,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
 template <int D>
 constexpr int kWgDqStages = D == 128 ? 1 : 2;
 template <int D>
-constexpr int kWgDqSmem = 1024 + (2 + 2 * kWgDqStages<D>) * kWgTileBytes<D> + 4 * kWgRows * 4 + 3 * 8;
+constexpr int kWgDqBars = 1 + kWgDqStages<D>;  // Q and dO, then one per K, V stage
+template <int D>
+constexpr int kWgDqSmem = 1024 + (2 + 2 * kWgDqStages<D>) * kWgTileBytes<D> + 4 * kWgRows * 4 + kWgDqBars<D> * 8;
 constexpr int kWgDqMinBlocks = 3;
 static_assert(kWgDqMinBlocks * (kWgDqSmem<64> + 1024) <= 228 * 1024 &&
                   kWgDqMinBlocks * (kWgDqSmem<128> + 1024) <= 228 * 1024,
@@ -253,7 +255,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
 
   // All tiles come by the copy engine; thread 0 asks for them.
   if (tid == 0) {
-    for (int i = 0; i < 3; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    for (int i = 0; i < kWgDqBars<D>; ++i) mbarrier_init(q_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
   auto load_kv = [&](int n, int stage) {
@@ -376,12 +378,9 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
     wgmma_wait_all();
   }
 
-  // dQ leaves through the Q tile, free now.
-  __syncthreads();  // every warp is done reading Q
-  stage_rows<D>(sQ, dq_acc, p.scale, p.scale, warp, lane);
-  fence_proxy_async();
-  __syncthreads();
-  if (tid == 0) store_head_tile<D>(p.tm_dq, sQ, m0, blk.h, blk.b);
+  // dQ leaves through the Q tile (free once every warp is done reading it).
+  write_outputs([&] { stage_rows<D>(sQ, dq_acc, p.scale, p.scale, warp, lane); },
+                [&] { store_head_tile<D>(p.tm_dq, sQ, m0, blk.h, blk.b); });
 }
 
 }  // namespace
@@ -389,13 +388,11 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
-  constexpr int kDqSmem = kWgDqSmem<D>, kDkvSmem = kWgDkvSmem<D>;
-  reserve_smem<attention_bwd_dq_wgmma_kernel<D>>(kDqSmem);
-  attention_bwd_dq_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kDqSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
-  reserve_smem<attention_bwd_dkdv_wgmma_kernel<D>>(kDkvSmem);
-  attention_bwd_dkdv_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hkv, p.B), kWgThreads, kDkvSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
+  const int tiles = ceil_div(p.T, kWgRows);
+  launch_kernel<attention_bwd_dq_wgmma_kernel<D>>(p, dim3(tiles, p.Hq, p.B), kWgThreads, kWgDqSmem<D>, stream,
+                                                  "attention_bwd_dq_wgmma_kernel");
+  launch_kernel<attention_bwd_dkdv_wgmma_kernel<D>>(p, dim3(tiles, p.Hkv, p.B), kWgThreads, kWgDkvSmem<D>, stream,
+                                                    "attention_bwd_dkdv_wgmma_kernel");
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);
 template void launch_backward<128>(const BwdParams&, cudaStream_t);

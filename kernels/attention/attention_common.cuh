@@ -23,12 +23,12 @@
 
 namespace hylo::cuda::attn {
 
-// A query-tiled kernel's shape: kWarps warps of 16 * kMTiles query rows each, key tiles of
-// kBlockN, kMinBlocks resident blocks per SM (the register cap). Used by the forward and the dQ
-// backward kernels, each with its own per-head-dim defaults.
-template <int W, int MT, int BN, int MinBlocks>
-struct QueryTiling {
-  static constexpr int kWarps = W, kMTiles = MT, kBlockN = BN, kMinBlocks = MinBlocks;
+// An mma.sync kernel's shape: kWarps warps of 16 * kMTiles rows each (query rows in the forward and
+// dQ, keys in dK/dV), the other side (keys, or queries) in tiles of kOtherTile, kMinBlocks resident
+// blocks per SM (the register cap).
+template <int W, int MT, int OtherTile, int MinBlocks>
+struct WarpTiling {
+  static constexpr int kWarps = W, kMTiles = MT, kOtherTile = OtherTile, kMinBlocks = MinBlocks;
 };
 
 // ---- tensor-core and data-movement primitives --------------------------------------------------
@@ -294,15 +294,30 @@ struct QueryBlock {
 
 // ---- host side ---------------------------------------------------------------------------------
 
-// Raises Kernel's dynamic shared-memory limit to `bytes` on its first launch; the attribute stays
-// set for the process (hylo drives one GPU per process), so later launches skip the call.
-template <auto Kernel>
-void reserve_smem(int bytes) {
-  static const bool reserved = [bytes] {
-    HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+// Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory (the kernel's limit
+// is raised on its first launch and stays set for the process: hylo drives one GPU per process).
+// A programmatic launch (Hopper PDL) lets the kernel's blocks start while the kernel before it on
+// the stream is finishing; they must wait for it (griddepcontrol.wait) before reading what it writes.
+template <auto Kernel, class Params>
+void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name,
+                   bool programmatic = false) {
+  static const bool reserved = [smem] {
+    HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)reserved;
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = size_t(smem);
+  config.stream = stream;
+  config.attrs = pdl;
+  config.numAttrs = programmatic ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&config, Kernel, p);
+  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
 }
 
 }  // namespace hylo::cuda::attn

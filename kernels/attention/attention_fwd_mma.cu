@@ -10,18 +10,18 @@
 namespace hylo::cuda::attn {
 namespace {
 
-// Tiling: kWarps warps of 16 * kMTiles query rows each, key tiles of kBlockN, kMinBlocks resident
-// blocks per SM (the register cap). hd128 needs twice the registers per row, so 16 rows per warp.
-// The shapes are the fastest of the v3 sweep in experiments/results/attention.md.
+// Tiling (WarpTiling: warps of query rows, key tiles of kOtherTile): hd128 needs twice the
+// registers per row, so 16 rows per warp. The shapes are the fastest of the v3 sweep in
+// experiments/results/attention.md.
 template <int D> struct FwdTraits;
-template <> struct FwdTraits<64> : QueryTiling<4, 2, 64, 2> {};
-template <> struct FwdTraits<128> : QueryTiling<4, 1, 64, 2> {};
+template <> struct FwdTraits<64> : WarpTiling<4, 2, 64, 2> {};
+template <> struct FwdTraits<128> : WarpTiling<4, 1, 64, 2> {};
 
 template <int D>
 __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinBlocks)
     attention_fwd_kernel(const FwdParams p) {
   using Tr = FwdTraits<D>;
-  constexpr int kThreads = Tr::kWarps * 32, kMTiles = Tr::kMTiles, BN = Tr::kBlockN;
+  constexpr int kThreads = Tr::kWarps * 32, kMTiles = Tr::kMTiles, BN = Tr::kOtherTile;
   constexpr int kWarpRows = 16 * kMTiles, BM = Tr::kWarps * kWarpRows;
   constexpr int kTileBytes = BN * D * 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -138,10 +138,9 @@ template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<D>;
   constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
-  constexpr int kSmem = (BM + 4 * Tr::kBlockN) * D * 2;
-  reserve_smem<attention_fwd_kernel<D>>(kSmem);
-  attention_fwd_kernel<D><<<dim3(ceil_div(p.T, BM), p.Hq, p.B), kThreads, kSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
+  constexpr int kSmem = (BM + 4 * Tr::kOtherTile) * D * 2;
+  launch_kernel<attention_fwd_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), kThreads, kSmem, stream,
+                                         "attention_fwd_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);
 template void launch_forward<128>(const FwdParams&, cudaStream_t);

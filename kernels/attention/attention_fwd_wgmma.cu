@@ -153,24 +153,19 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   }
 
   // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
-  // (free now).
+  // (free once every warp is done reading it).
   float inv[2];
   finish_rows(row_max, row_sum, p.scale, p.lse + (size_t(blk.b) * p.Hq + blk.h) * T, w0, T, lane, inv);
-  __syncthreads();  // every warp is done reading Q
-  stage_rows<D>(sQ, o_acc, inv[0], inv[1], warp, lane);
-  fence_proxy_async();
-  __syncthreads();
-  if (tid == 0) store_head_tile<D>(p.tm_out, sQ, m0, blk.h, blk.b);
+  write_outputs([&] { stage_rows<D>(sQ, o_acc, inv[0], inv[1], warp, lane); },
+                [&] { store_head_tile<D>(p.tm_out, sQ, m0, blk.h, blk.b); });
 }
 
 }  // namespace
 
 template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
-  constexpr int kSmem = kWgFwdSmem<D>;
-  reserve_smem<attention_fwd_wgmma_kernel<D>>(kSmem);
-  attention_fwd_wgmma_kernel<D><<<dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads, kSmem, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
+  launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads,
+                                               kWgFwdSmem<D>, stream, "attention_fwd_wgmma_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);
 template void launch_forward<128>(const FwdParams&, cudaStream_t);

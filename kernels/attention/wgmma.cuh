@@ -121,6 +121,19 @@ __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 // (async) proxy before a barrier that precedes their reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// The wgmma kernels' output epilogue. Once every warp is done reading the shared tiles that are to
+// carry the outputs (the first barrier), `stage` writes the outputs into them (stage_rows); the
+// writes are made visible to the copy engine, and one thread runs `store` (store_head_tile per
+// output tile), which returns once the copy engine has read the tiles.
+template <class Stage, class Store>
+__device__ __forceinline__ void write_outputs(Stage stage, Store store) {
+  __syncthreads();
+  stage();
+  fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) store();
+}
+
 // The 32 accumulator operands with constraint C: "+f" to accumulate, "=f" when the product
 // overwrites d (then d's previous values are dead to the compiler, which matters where a score
 // accumulator would otherwise stay live across the next products).

@@ -43,6 +43,20 @@ double median_elapsed_ms(const EventPairs& events, const char* bench) {
   return ms[ms.size() / 2];
 }
 
+// Records pair i of `events` around body(i) for every pair, each after an untimed before_each (if
+// given); returns their median once the stream is done.
+double time_pairs(const EventPairs& events, const std::function<void(int)>& body, const std::function<void()>& before_each,
+                  cudaStream_t stream, const char* bench) {
+  for (size_t i = 0; i < events.start.size(); ++i) {
+    if (before_each) before_each();
+    cuda_ok(cudaEventRecord(events.start[i], stream), bench, "event record");
+    body(int(i));
+    cuda_ok(cudaEventRecord(events.stop[i], stream), bench, "event record");
+  }
+  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
+  return median_elapsed_ms(events, bench);
+}
+
 constexpr size_t kFlushBytes = size_t(256) << 20;  // do_bench's: above any GPU's L2
 
 // do_bench's L2 flush buffer, allocated on first use and kept for the process (one GPU per
@@ -64,13 +78,7 @@ double median_gpu_ms(const std::function<void(int)>& body, int iters, int warmup
   for (int i = 0; i < warmup; ++i) body(iters + i);
   EventPairs events(iters, bench);
   if (before_timed) before_timed();
-  for (int i = 0; i < iters; ++i) {
-    cuda_ok(cudaEventRecord(events.start[size_t(i)], stream), bench, "event record");
-    body(i);
-    cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
-  }
-  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
-  return median_elapsed_ms(events, bench);
+  return time_pairs(events, body, {}, stream, bench);
 }
 
 double do_bench_ms(const std::function<void()>& body, double warmup_ms, double rep_ms, cudaStream_t stream,
@@ -93,15 +101,7 @@ double do_bench_ms(const std::function<void()>& body, double warmup_ms, double r
   const double per_call = std::max(double(estimate_ms) / kEstimateCalls, 1e-6);
   const int warmup = std::max(1, int(warmup_ms / per_call)), reps = std::max(1, int(rep_ms / per_call));
   for (int i = 0; i < warmup; ++i) body();
-  EventPairs events(reps, bench);
-  for (int i = 0; i < reps; ++i) {
-    flush_l2();
-    cuda_ok(cudaEventRecord(events.start[size_t(i)], stream), bench, "event record");
-    body();
-    cuda_ok(cudaEventRecord(events.stop[size_t(i)], stream), bench, "event record");
-  }
-  cuda_ok(cudaStreamSynchronize(stream), bench, "synchronize");
-  return median_elapsed_ms(events, bench);
+  return time_pairs(EventPairs(reps, bench), [&](int) { body(); }, flush_l2, stream, bench);
 }
 
 void fill_bf16(bf16* dst, size_t n, const std::vector<bf16>& pattern, size_t offset, cudaStream_t stream,
