@@ -66,14 +66,12 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   // Everything comes by the copy engine; thread 0 asks. A query tile is its Q and dO tiles and its
   // lse * log2(e) and D_i rows (p.rows), on one mbarrier per stage.
   // ahead: the next query tile to load; the tile lambda below gets the one being worked on.
-  // before_rows runs (in thread 0) between the tiles' and the rows' requests.
   typename KeyBlock<D, BN, BM>::QueryTile ahead = blk.first_query_tile(p), cur = ahead;
-  auto load_q_tile = [&](int stage, auto before_rows) {
+  auto load_q_tile = [&](int stage) {
     if (tid == 0) {
       mbarrier_arrive_expect_bytes(q_bar(stage), 2 * kTmaTileBytes<D> + 2 * kTmaRowBytes);
       load_head_tile<D>(p.tm_q, sQ(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
       load_head_tile<D>(p.tm_dout, sdO(stage), ahead.m0, ahead.h, blk.b, q_bar(stage));
-      before_rows();
       load_row(p.tm_rows, smem_u32(sLse(stage)), ahead.m0, p.rows_row(0, blk.b, ahead.h), q_bar(stage));
       load_row(p.tm_rows, smem_u32(sDvec(stage)), ahead.m0, p.rows_row(1, blk.b, ahead.h), q_bar(stage));
     }
@@ -84,10 +82,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     load_head_tile<D>(p.tm_k, sK, n0, blk.hk, blk.b, kv_bar);
     load_head_tile<D>(p.tm_v, sV, n0, blk.hk, blk.b, kv_bar);
   }
-  // This kernel is a programmatic launch behind the dQ kernel (launch_backward): its blocks may
-  // start while dQ's last ones run. What they read of dQ's output is the rows; only the thread
-  // that asks for them waits for the dQ grid (the block follows it at the barrier below).
-  load_q_tile(0, [] { cudaGridDependencySynchronize(); });
+  load_q_tile(0);
   // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
   // issued the first copies (it initialised them itself), so those start a barrier earlier.
   __syncthreads();
@@ -147,7 +142,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
     wgmma_commit();
     wgmma_wait<1>();  // the previous tile's dV/dK are done; S^T may still run
     __syncthreads();  // ... in every warp: stage ^ 1 may be refilled
-    if (it + 1 < iters) load_q_tile(stage ^ 1, [] {});
+    if (it + 1 < iters) load_q_tile(stage ^ 1);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(dpt, kmajor_desc<BN>(sV, ks), kmajor_desc<BM>(do_tile, ks), ks > 0);
@@ -254,9 +249,6 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
   const uint32_t q_bar = smem_u32(s_dvec + 4 * BM);
   auto kv_bar = [&](int stage) { return q_bar + 8 * (1 + stage); };
 
-  // The dK/dV kernel's blocks may be scheduled as soon as every block of this one has started: they
-  // then load their first tiles during this kernel's last wave.
-  cudaTriggerProgrammaticLaunchCompletion();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.hk;
@@ -395,13 +387,12 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
 
 template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
-  // dQ first: it also writes the rows that dK/dV reads. dK/dV is a programmatic launch (its blocks
-  // fetch their first tiles while dQ finishes and wait for it before asking for the rows).
+  // dQ first: it also writes the rows that dK/dV reads.
   const int tiles = ceil_div(p.T, kWgRows);
   launch_kernel<attention_bwd_dq_wgmma_kernel<D>>(p, dim3(tiles, p.Hq, p.B), kWgThreads, kWgDqSmem<D>, stream,
                                                   "attention_bwd_dq_wgmma_kernel");
   launch_kernel<attention_bwd_dkdv_wgmma_kernel<D>>(p, dim3(tiles, p.Hkv, p.B), kWgThreads, kWgDkvSmem<D>, stream,
-                                                    "attention_bwd_dkdv_wgmma_kernel", /*programmatic=*/true);
+                                                    "attention_bwd_dkdv_wgmma_kernel");
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);
 template void launch_backward<128>(const BwdParams&, cudaStream_t);

@@ -296,27 +296,16 @@ struct QueryBlock {
 
 // Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory (the kernel's limit
 // is raised on its first launch and stays set for the process: hylo drives one GPU per process).
-// A programmatic launch (Hopper PDL) lets the kernel's blocks start while the kernel before it on
-// the stream is finishing; they must wait for it (griddepcontrol.wait) before reading what it writes.
+// `name` is the kernel's, for a failed launch's message.
 template <auto Kernel, class Params>
-void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name,
-                   bool programmatic = false) {
+void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name) {
   static const bool reserved = [smem] {
     HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)reserved;
-  cudaLaunchAttribute pdl[1];
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(unsigned(threads));
-  config.dynamicSmemBytes = size_t(smem);
-  config.stream = stream;
-  config.attrs = pdl;
-  config.numAttrs = programmatic ? 1 : 0;
-  const cudaError_t err = cudaLaunchKernelEx(&config, Kernel, p);
+  Kernel<<<grid, threads, smem, stream>>>(p);
+  const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
 }
 
