@@ -283,19 +283,15 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
 #pragma unroll
   for (int half = 0; half < 2; ++half) row_lo[half] = p.mask.lowest_key(w0 + g + 8 * half);
 
-  // D_i and lse * log2(e) of this thread's rows (zeros on padded rows: their dS is 0), from the row
-  // dots BlockRowDots started: a loop pass's worth of instructions per block, which the hd64 kernel
-  // runs while its first tile's S product does (issue_s_dp).
-  float row_lse2[2], row_dvec[2];
-  auto take_rows = [&] {
-    dots.finish(p, blk, smem + kTileBytes, s_dvec, s_dvec + BM);
-    __syncthreads();
+  mbarrier_wait(q_bar, 0);  // Q and dO have landed; K and V may still be in flight
+  dots.finish(p, blk, smem + kTileBytes, s_dvec, s_dvec + BM);
+  __syncthreads();
+  float row_lse2[2], row_dvec[2];  // lse * log2(e), D_i; zeros on padded rows (their dS is 0)
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];
-      row_lse2[half] = s_dvec[BM + warp * 16 + g + 8 * half];
-    }
-  };
+  for (int half = 0; half < 2; ++half) {
+    row_dvec[half] = s_dvec[warp * 16 + g + 8 * half];
+    row_lse2[half] = s_dvec[BM + warp * 16 + g + 8 * half];
+  }
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
 #pragma unroll
@@ -334,34 +330,25 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(dsa[kk], dp_acc, kk);
   };
   // S = Q K^T and dP = dO V^T over D / 16 k-steps (the first overwrites), in commit groups of their
-  // own so that P is computed while dP still runs; with rows_between, take_rows runs between the
-  // two, while S does.
-  auto issue_s_dp = [&](auto rows_between, float (&s_acc)[BN / 8][4], float (&dp_acc)[BN / 8][4],
-                        uint32_t k_tile, uint32_t v_tile) {
+  // own so that P is computed while dP still runs.
+  auto issue_s_dp = [&](float (&s_acc)[BN / 8][4], float (&dp_acc)[BN / 8][4], uint32_t k_tile, uint32_t v_tile) {
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks) wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(k_tile, ks), ks > 0);
     wgmma_commit();
-    if constexpr (decltype(rows_between)::value) {
-      take_rows();
-      wgmma_fence();
-    }
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
       wgmma_ss(dp_acc, kmajor_desc<BM>(sdO, ks), kmajor_desc<BN>(v_tile, ks), ks > 0);
     wgmma_commit();
   };
 
-  mbarrier_wait(q_bar, 0);  // Q and dO have landed
   if constexpr (kStages == 1) {
     // Key tile n in the one K, V buffer (its (n_last - n)-th fill): products back to back, then the
-    // buffer is refilled with tile n - 1. The rows are taken before the first tile: held while S
-    // runs, O's rows push this kernel past its 168 registers (3 blocks per SM) into spills.
-    take_rows();
+    // buffer is refilled with tile n - 1.
     for (int n = n_last; n >= n_first; --n) {
       mbarrier_wait(kv_bar(0), (n_last - n) & 1);
       float s_acc[BN / 8][4], dp_acc[BN / 8][4];
       wgmma_fence();
-      issue_s_dp(std::false_type{}, s_acc, dp_acc, sK(0), sV(0));
+      issue_s_dp(s_acc, dp_acc, sK(0), sV(0));
       wgmma_wait<1>();  // S is done; dP may still run
       scores_to_ds(s_acc, dp_acc, n * BN);
       wgmma_fence();
@@ -371,13 +358,13 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
       if (n > n_first) load_kv(n - 1, 0);
     }
   } else {
-    // Key tile n (its K, V in `stage`); the first is peeled off as in dK/dV, and takes the rows.
+    // Key tile n (its K, V in `stage`); the first is peeled off as in dK/dV.
     auto tile = [&](auto with_prev, int n, int stage) {
       mbarrier_wait(kv_bar(stage), ((n_last - n) >> 1) & 1);  // K(n), V(n): the stage's (n_last - n) / 2-th fill
       float s_acc[BN / 8][4], dp_acc[BN / 8][4];
       wgmma_fence();
       if constexpr (decltype(with_prev)::value) issue_dq(sK(stage ^ 1));
-      issue_s_dp(std::bool_constant<!decltype(with_prev)::value>{}, s_acc, dp_acc, sK(stage), sV(stage));
+      issue_s_dp(s_acc, dp_acc, sK(stage), sV(stage));
       wgmma_wait<2>();  // the previous tile's dQ product is done; S, dP may still run
       __syncthreads();  // ... in every warp: K, V stage ^ 1 may be refilled
       if (n > n_first) load_kv(n - 1, stage ^ 1);

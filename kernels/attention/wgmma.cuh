@@ -86,23 +86,22 @@ __device__ __forceinline__ float (&acc_half(float (&acc)[N][4], int h))[8][4] {
 
 // Writes the warpgroup's 64 x D fp32 accumulator (warp w's rows 16w.., C-tile layout) times
 // scale_lo / scale_hi (rows g / g + 8 of each warp) as bf16 into the swizzled 64 x D tile at
-// smem_tile, for store_head_tile (tma.cuh). One stmatrix per two C tiles (a 16 x 16 block): C tile
-// j's rows g and g + 8 are its matrices 0 and 1, C tile j + 1's its matrices 2 and 3, and lanes
-// 8q..8q+7 name the 8 rows of matrix q (rows + 8 for odd q, chunk j + q / 2).
+// smem_tile, for store_head_tile (tma.cuh). Each thread writes 4 bytes of chunk j of its rows; the
+// XOR of the layout puts a warp's 32 writes into 32 different banks.
 template <int D>
 __device__ __forceinline__ void stage_rows(uint32_t smem_tile, const float (&acc)[D / 8][4], float scale_lo,
                                            float scale_hi, int warp, int lane) {
-  const int q = lane >> 3, row = 16 * warp + (lane & 7) + 8 * (q & 1);
+  const int g = lane >> 2, c = lane & 3;
 #pragma unroll
-  for (int j = 0; j < D / 8; j += 2) {
-    const uint32_t r0 = pack_bf16(acc[j][0] * scale_lo, acc[j][1] * scale_lo);
-    const uint32_t r1 = pack_bf16(acc[j][2] * scale_hi, acc[j][3] * scale_hi);
-    const uint32_t r2 = pack_bf16(acc[j + 1][0] * scale_lo, acc[j + 1][1] * scale_lo);
-    const uint32_t r3 = pack_bf16(acc[j + 1][2] * scale_hi, acc[j + 1][3] * scale_hi);
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                     smem_tile + swizzled<kWgRows>(row, j + (q >> 1))),
-                 "r"(r0), "r"(r1), "r"(r2), "r"(r3)
-                 : "memory");
+  for (int half = 0; half < 2; ++half) {
+    const int row = 16 * warp + g + 8 * half;
+    const float s = half ? scale_hi : scale_lo;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const uint32_t v = pack_bf16(acc[j][2 * half] * s, acc[j][2 * half + 1] * s);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(smem_tile + swizzled<kWgRows>(row, j) + 4 * c), "r"(v)
+                   : "memory");
+    }
   }
 }
 
