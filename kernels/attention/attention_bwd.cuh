@@ -47,7 +47,9 @@ struct BwdParams : AttnInputs {
 
 // A key-tile block (dK, dV) of BN keys from n0 of kv head hk, batch b. It visits, for each query
 // head of the kv head's group in turn, the query tiles m_first.. that see one of its keys (tiles of
-// BM rows); QueryTile walks that order.
+// BM rows); QueryTile walks that order. The blocks take (batch, kv head) in the reverse of the
+// grid's order, which is the dQ kernel's: dQ, which runs just before, ends with the last heads,
+// and their Q, dO, K and V rows are still in L2 when dK/dV starts with them.
 template <int D, int BN, int BM>
 struct KeyBlock {
   int T, hk, b, n0, m_first, m_count, iters;
@@ -56,7 +58,7 @@ struct KeyBlock {
   };
 
   __device__ __forceinline__ explicit KeyBlock(const BwdParams& p)
-      : T(p.T), hk(blockIdx.y), b(blockIdx.z), n0(blockIdx.x * BN) {
+      : T(p.T), hk(gridDim.y - 1 - blockIdx.y), b(gridDim.z - 1 - blockIdx.z), n0(blockIdx.x * BN) {
     m_first = n0 / BM;
     m_count = last_query(p, min(n0 + BN - 1, T - 1)) / BM - m_first + 1;
     iters = p.group * m_count;
