@@ -22,6 +22,9 @@
 #   ncu_loop  Nsight Compute source counters of the forward and both backward kernels for swa(512)
 #           and pbb(512,128) at hd $NCU_HD (default 64), T 4096: the share of warp stalls inside the
 #           tile loops (scripts/ncu_loop_share.py) — what a block pays once vs per tile
+#   ncu_mem  Nsight Compute DRAM and L2 counters of the forward and both backward kernels for swa(512)
+#           and pbb(512,128) at hd 64/128, T 4096/16384 (scripts/ncu_mem_table.py): how close each
+#           runs to the memory system's limits
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
@@ -118,6 +121,18 @@ for stage in $stages; do
         echo "-- $kind" | tee -a "$summary"
         python3 scripts/ncu_loop_share.py "$OUT/ncu_source_$kind.csv" --top 3 | tee -a "$summary"
       done ;;
+    ncu_mem)
+      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+      metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
+      metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed
+      metrics+=,l1tex__m_xbar2l1tex_read_bytes.sum,smsp__issue_active.avg.pct_of_peak_sustained_elapsed
+      for hd in 64 128; do for T in 4096 16384; do for kind in swa pbb; do
+        # skip the warm-up forward; then the timed forward and the warm-up backward's two kernels
+        $ncu --clock-control none --kernel-name regex:attention --launch-skip 1 --launch-count 3 --csv \
+          --metrics "$metrics" $hylo bench attention --kind $kind --hd $hd --T $T --B 4 --H 16 --iters 1 \
+          --warmup 1 >"$OUT/ncu_mem_${kind}_${hd}_$T.csv" 2>&1
+      done; done; done
+      python3 scripts/ncu_mem_table.py "$OUT"/ncu_mem_*.csv --json "$OUT/ncu_mem.json" | tee -a "$summary" ;;
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
         --json "$OUT/bench_decode.json" 2>&1 | tail -8 | tee -a "$summary" ;;
