@@ -43,6 +43,7 @@ mkdir -p "$FINAL_OUT"
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 hylo=.devbundle/bin/hylo
+ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)  # the ncu_* stages
 summary="$OUT/summary.txt"
 : >"$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
@@ -101,7 +102,6 @@ for stage in $stages; do
         cp "/tmp/balance_$rate/metrics.jsonl" "/tmp/balance_$rate/config.yaml" "$OUT/balance_bias_$rate/"
       done ;;
     ncu_attn)
-      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       for hd in 64 128; do
         $ncu --clock-control none --kernel-name regex:attention --launch-count 12 --section SpeedOfLight \
           --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy \
@@ -111,7 +111,6 @@ for stage in $stages; do
           "$OUT/ncu_attention_swa_$hd.txt" | cut -c1-120 | head -80
       done ;;
     ncu_loop)
-      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       for kind in swa pbb; do
         # skip the warm-up forward; then the timed forward and the warm-up backward's two kernels
         $ncu --clock-control none --kernel-name regex:attention --launch-skip 1 --launch-count 3 \
@@ -122,7 +121,6 @@ for stage in $stages; do
         python3 scripts/ncu_loop_share.py "$OUT/ncu_source_$kind.csv" --top 3 | tee -a "$summary"
       done ;;
     ncu_mem)
-      ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
       metrics=gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum
       metrics+=,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed
       metrics+=,l1tex__m_xbar2l1tex_read_bytes.sum,smsp__issue_active.avg.pct_of_peak_sustained_elapsed

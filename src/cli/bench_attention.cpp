@@ -105,14 +105,6 @@ std::string mask_label(const std::string& kind, const BenchOptions& o) {
   return "full";
 }
 
-// Allowed (t, s) pairs: the work a perfect kernel does.
-int64_t visited_pairs(const AttnMask& mask, int T) {
-  const MaskBounds bounds(mask);
-  int64_t pairs = 0;
-  for (int t = 0; t < T; ++t) pairs += t - bounds.lowest_key(t) + 1;
-  return pairs;
-}
-
 constexpr char kBench[] = "bench attention";
 
 void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }

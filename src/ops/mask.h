@@ -108,4 +108,13 @@ class MaskBounds {
   FastDiv per_block_;
 };
 
+// Allowed (t, s) pairs of a sequence of length T (below 2^31): the work a perfect kernel does, and
+// what FLOP counts and the attention bench's TFLOP/s count.
+inline int64_t visited_pairs(const AttnMask& mask, int T) {
+  const MaskBounds bounds(mask);
+  int64_t pairs = 0;
+  for (int t = 0; t < T; ++t) pairs += t - bounds.lowest_key(t) + 1;
+  return pairs;
+}
+
 }  // namespace hylo

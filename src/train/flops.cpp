@@ -54,10 +54,7 @@ std::vector<ParamCount> count_parameters(const ModelConfig& c) {
 }
 
 double mean_visited_keys(const AttnMask& mask, int64_t T) {
-  const MaskBounds bounds(mask);
-  double keys = 0;
-  for (int t = 0; t < T; ++t) keys += double(t - bounds.lowest_key(t) + 1);
-  return T ? keys / double(T) : 0.0;
+  return T ? double(visited_pairs(mask, int(T))) / double(T) : 0.0;
 }
 
 double train_flops_per_token(const ModelConfig& c, int64_t seq_len) {

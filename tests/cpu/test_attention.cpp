@@ -129,6 +129,21 @@ TEST_CASE("attention masks follow the SPEC rule, lowest_key and highest query bo
   }
 }
 
+TEST_CASE("visited_pairs counts the pairs the SPEC rule allows") {
+  std::vector<AttnMask> masks = kMasks;
+  masks.push_back(make_pbb(7, 4));
+  masks.push_back(make_swa(3));
+  for (const auto& m : masks)
+    for (const int T : {0, 1, 37, 80}) {
+      CAPTURE(name(m));
+      CAPTURE(T);
+      int64_t allowed = 0;
+      for (int t = 0; t < T; ++t)
+        for (int s = 0; s <= t; ++s) allowed += spec_allowed(m, t, s);
+      REQUIRE(visited_pairs(m, T) == allowed);
+    }
+}
+
 TEST_CASE("FastDiv divides like the division operator up to 2^31 - 1") {
   std::vector<int> divisors = {1, 2, 3, 5, 7, 63, 64, 65, 100, 127, 128, 129, 511, 512, 513, 1000, 4096};
   for (int s = 13; s <= 30; ++s)
