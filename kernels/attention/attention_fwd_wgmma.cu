@@ -28,8 +28,11 @@ namespace {
 //   registers (91) allow, so single buffers would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdStages = D == 128 ? 1 : 2;
+// Tile buffers: Q and kWgFwdStages<D> each of K and V; mbarriers: one "full" per buffer, one
+// "empty" per K and V buffer (see the pair protocol below).
 template <int D>
-constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (1 + 2 * kWgFwdStages<D>) * (kWgTileBytes<D> + 8 /* mbarrier */);
+constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (1 + 2 * kWgFwdStages<D>) * (kWgTileBytes<D> + 8) +
+                           2 * kWgFwdStages<D> * 8;
 template <int D>
 constexpr int kWgFwdMinBlocks = D == 128 ? 4 : 3;
 // An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
@@ -37,8 +40,15 @@ static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
                   kWgFwdMinBlocks<128> * (kWgFwdSmem<128> + 1024) <= 228 * 1024,
               "the forward's shared memory must fit kWgFwdMinBlocks blocks per SM");
 
+// Blocks run in pairs (clusters of 2, tma.cuh): rank 0 owns query tile 2k + 1, rank 1 tile 2k of
+// the same head. Both visit the union of their key ranges in the same order, and each K and V tile
+// is read from L2 once for both (rank 0 issues the K copies, rank 1 the V copies, each into both
+// blocks). Most key tiles are common to the two: pbb(512, 128) and swa(512) read 22 and 10 tiles
+// per pair where single blocks read 39/4 and 18. A tile outside a block's own range is waited for
+// and passed without products. Past an odd tile count the upper rank is padding: it exits, and
+// the lower works alone, issuing every copy to itself.
 template <int D>
-__global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kTileBytes = kWgTileBytes<D>;
   constexpr int kStages = kWgFwdStages<D>;
@@ -53,10 +63,18 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
   const QueryBlock<D, BM, BN> blk(p);
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.hk;
+  if (m0 >= T) return;  // padding of an odd tile count (the partner knows: `paired` below)
+  const uint32_t rank = cluster_rank();
+  const int lower_m0 = rank ? m0 : m0 - BM;
+  const bool paired = lower_m0 + BM < T;
+  // The pair's key range: from the lower tile's first key tile to the upper tile's last.
+  const int loop_first = paired ? p.mask.lowest_key(lower_m0) / BN : n_first;
+  const int loop_last = paired ? min(lower_m0 + 2 * BM - 1, T - 1) / BN : n_last;
 
-  // Tiles come by the copy engine (thread 0 asks), each buffer with an mbarrier of its own, after
-  // the tiles in the same order. Tile n is the i-th visited (i = n_last - n): K and V stage
-  // i % kStages, that stage's (i / kStages)-th fill; a wait names the fill's parity.
+  // Tiles come by the copy engine, each buffer with a "full" mbarrier of its own, after the tiles in
+  // the same order. Tile n is the i-th visited (i = loop_last - n): K and V stage i % kStages, that
+  // stage's (i / kStages)-th fill; a wait names the fill's parity. Upper blocks pass the pair's
+  // lowest tiles after their own, lower blocks its highest before.
   // Two stages: refills happen at the top of iteration n, after a barrier that says every warp is
   // done with tile n + 1's products: K(n - 1) and V(n - 1) into stage ^ 1, a tile ahead.
   // One buffer each: V(n) goes in at the top of iteration n (P V(n + 1) has read the buffer), its
@@ -66,32 +84,46 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
   const uint32_t q_bar = base + kBars * kTileBytes;
   auto k_bar = [&](int stage) { return q_bar + 8 * (1 + (kOne ? 0 : stage)); };
   auto v_bar = [&](int stage) { return q_bar + 8 * (1 + kStages + (kOne ? 0 : stage)); };
-  auto fill_parity = [&](int i) { return uint32_t(kOne ? i & 1 : (i >> 1) & 1); };
+  // The K and V buffers' "empty" mbarriers follow the "full" ones, in the same order.
+  auto empty_of = [&](uint32_t full_bar) { return full_bar + 8 * 2 * kStages; };
+  auto fill_index = [&](int i) { return kOne ? i : i >> 1; };
+  auto fill_parity = [&](int i) { return uint32_t(fill_index(i) & 1); };
   if (tid == 0) {
-    for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    for (int i = 0; i < kBars + 2 * kStages; ++i) mbarrier_init(q_bar + 8 * i, 1);
     mbarrier_init_fence();
   }
-  auto load_k = [&](int n, int stage) {
-    if (tid == 0) {
-      mbarrier_arrive_expect_bytes(k_bar(stage), kTmaTileBytes<D>);
-      load_head_tile<D>(p.tm_k, sK(stage), n * BN, hk, blk.b, k_bar(stage));
+  // Pair protocol for fill f of a K or V buffer with key tile n, run by thread 0 of both blocks once
+  // their own warps are done with the buffer: each block announces the bytes on its own "full"
+  // mbarrier; the issuer copies the tile into both blocks, for f >= 1 only after the partner's
+  // arrival on the issuer's "empty" mbarrier says its buffer is free too. Every arrival is thus
+  // awaited before the issuer's next copy, so none reaches a block that has exited.
+  const uint16_t to_blocks = paired ? 3 : uint16_t(1u << rank);
+  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, bool issuer, int n, int i) {
+    if (tid != 0) return;
+    const int f = fill_index(i);
+    mbarrier_arrive_expect_bytes(full_bar, kTmaTileBytes<D>);
+    if (issuer) {
+      if (paired && f > 0) mbarrier_wait(empty_of(full_bar), uint32_t((f - 1) & 1));
+      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, to_blocks);
+    } else if (f > 0) {
+      mbarrier_arrive_in(empty_of(full_bar), rank ^ 1);
     }
   };
-  auto load_v = [&](int n, int stage) {
-    if (tid == 0) {
-      mbarrier_arrive_expect_bytes(v_bar(stage), kTmaTileBytes<D>);
-      load_head_tile<D>(p.tm_v, sV(stage), n * BN, hk, blk.b, v_bar(stage));
-    }
-  };
+  auto fill_k = [&](int n, int stage, int i) { fill(p.tm_k, sK(stage), k_bar(stage), !paired || rank == 0, n, i); };
+  auto fill_v = [&](int n, int stage, int i) { fill(p.tm_v, sV(stage), v_bar(stage), !paired || rank == 1, n, i); };
+  if (paired) cluster_arrive();
   if (tid == 0) {
     mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);
     load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
   }
-  load_k(n_last, 0);
-  load_v(n_last, 0);
-  // The barrier that shows the initialised mbarriers to the other threads comes after thread 0 has
-  // issued the first copies (it initialised them itself), so those start a barrier earlier.
-  __syncthreads();
+  // The partner's mbarriers must be initialised before a copy may signal them; without a partner,
+  // the barrier shows the initialised mbarriers to this block's threads.
+  if (paired)
+    cluster_wait();
+  else
+    __syncthreads();
+  fill_k(loop_last, 0, 0);
+  fill_v(loop_last, 0, 0);
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = p.mask.lowest_key(w1);
@@ -107,50 +139,65 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
 
   mbarrier_wait(q_bar, 0);
-  int stage = 0;
-  for (int n = n_last; n >= n_first; --n, stage ^= 1) {
-    const int i = n_last - n;
+  // Visit i of the pair's loop, key tile n = loop_last - i: its copies awaited, the buffers that
+  // free up refilled. Stage i % 2 with two stages. `products` runs between S's completion and the
+  // wait for V; a tile outside this block's range passes with none.
+  auto visit = [&](int n, int i, auto&& products) {
+    const int stage = kOne ? 0 : i & 1;
     mbarrier_wait(k_bar(stage), fill_parity(i));
     __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
     if constexpr (kOne) {
-      if (n < n_last) load_v(n, 0);
-    } else if (n > n_first) {
-      load_k(n - 1, stage ^ 1);
-      load_v(n - 1, stage ^ 1);
+      if (i > 0) fill_v(n, 0, i);
+    } else if (n > loop_first) {
+      fill_k(n - 1, stage ^ 1, i + 1);
+      fill_v(n - 1, stage ^ 1, i + 1);
     }
-    const int n0 = n * BN;
+    products(stage, [&] {
+      if (kOne && n > loop_first) {
+        __syncthreads();  // every warp's S(n) has read the K buffer
+        fill_k(n - 1, 0, i + 1);
+      }
+    }, [&] { mbarrier_wait(v_bar(stage), fill_parity(i)); });
+  };
+  auto pass = [&](int stage, auto&& after_s, auto&& wait_v) {
+    after_s();
+    wait_v();  // awaited even when passed: the fills' parities alternate
+  };
+  int i = 0;
+  for (int n = loop_last; n > n_last; --n, ++i) visit(n, i, pass);
+  for (int n = n_last; n >= n_first; --n, ++i)
+    visit(n, i, [&](int stage, auto&& after_s, auto&& wait_v) {
+      const int n0 = n * BN;
+      // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
+      float s_acc[BN / 8][4];
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks)
+        wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
+      wgmma_commit();
+      wgmma_wait_all();
+      after_s();
 
-    // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
-    float s_acc[BN / 8][4];
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < D / 16; ++ks)
-      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
-    wgmma_commit();
-    wgmma_wait_all();
-    if (kOne && n > n_first) {
-      __syncthreads();  // every warp's S(n) has read the K buffer
-      load_k(n - 1, 0);
-    }
+      if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
+      online_softmax(s_acc, o_acc, row_max, row_sum, p.scale_log2);
 
-    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
-    online_softmax(s_acc, o_acc, row_max, row_sum, p.scale_log2);
-
-    // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half h
-    // of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
-    // P fragments, so it covers every register the products below read or write.
-    uint32_t p_frag[BN / 16][4];
+      // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half
+      // h of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
+      // P fragments, so it covers every register the products below read or write.
+      uint32_t p_frag[BN / 16][4];
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
-    mbarrier_wait(v_bar(stage), fill_parity(i));  // V(n)
-    wgmma_fence();
+      for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+      wait_v();
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk)
+      for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
-      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
-    wgmma_commit();
-    wgmma_wait_all();
-  }
+        for (int h = 0; h < D / 64; ++h)
+          wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
+      wgmma_commit();
+      wgmma_wait_all();
+    });
+  for (int n = n_first - 1; n >= loop_first; --n, ++i) visit(n, i, pass);
 
   // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
   // (free once every warp is done reading it).
@@ -164,7 +211,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 
 template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
-  launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads,
+  launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(2 * ceil_div(p.T, 2 * kWgRows), p.Hq, p.B), kWgThreads,
                                                kWgFwdSmem<D>, stream, "attention_fwd_wgmma_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);

@@ -59,6 +59,33 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "memory");
 }
 
+// ---- device: pairs of blocks (thread-block clusters of 2) ---------------------------------------
+// The forward runs its blocks in clusters of two: neighbouring query tiles of one head, which visit
+// almost the same key tiles. Each K or V tile is read from L2 once and written by the copy engine
+// into both blocks' shared memory (multicast); a block tells its partner that a buffer is free by
+// an arrival on the partner's mbarrier (the cluster's shared memory is addressable from both).
+
+// This block's rank in its cluster (0 or 1).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// The cluster-wide barrier, split so that work can go between the two halves; every thread of
+// both blocks takes part. The release / acquire pair publishes initialised mbarriers.
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+// One arrival on the mbarrier at the same shared-memory offset `bar` in block `rank` of the cluster.
+__device__ __forceinline__ void mbarrier_arrive_in(uint32_t bar, uint32_t rank) {
+  asm volatile(
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
+      "r"(rank)
+      : "memory");
+}
+
 // ---- device: tile copies -----------------------------------------------------------------------
 
 // Bytes of one 64 x D tile (what one load_head_tile announces), and of one load_row.
@@ -78,6 +105,20 @@ __device__ __forceinline__ void load_head_tile(const CUtensorMap& map, uint32_t 
         "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
         "%5}], [%6];\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
         "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar)
+        : "memory");
+}
+
+// load_head_tile into the blocks of the cluster named by the bits of `blocks`: the tile is read
+// once and lands at the same offset smem_tile in each, completing on mbarrier `bar` in each.
+template <int D>
+__device__ __forceinline__ void load_head_tile_to(const CUtensorMap& map, uint32_t smem_tile, int row0, int h, int b,
+                                                  uint32_t bar, uint16_t blocks) {
+#pragma unroll
+  for (int half = 0; half < D / 64; ++half)
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
+        "[%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
+        "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar), "h"(blocks)
         : "memory");
 }
 
