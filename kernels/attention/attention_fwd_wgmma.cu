@@ -28,11 +28,11 @@ namespace {
 //   registers (91) allow, so single buffers would win it no block and only shorten the prefetch.
 template <int D>
 constexpr int kWgFwdStages = D == 128 ? 1 : 2;
-// Tile buffers: Q and kWgFwdStages<D> each of K and V; mbarriers: one "full" per buffer, one
-// "empty" per K and V buffer (see the pair protocol below).
+// Tile buffers: Q and kWgFwdStages<D> each of K and V; an mbarrier per buffer and a counter per K
+// and V buffer (the pair protocol below).
 template <int D>
 constexpr int kWgFwdSmem = 1024 /* alignment slack */ + (1 + 2 * kWgFwdStages<D>) * (kWgTileBytes<D> + 8) +
-                           2 * kWgFwdStages<D> * 8;
+                           2 * kWgFwdStages<D> * 4;
 template <int D>
 constexpr int kWgFwdMinBlocks = D == 128 ? 4 : 3;
 // An SM has 228 KB of shared memory, of which the runtime reserves 1 KB per resident block.
@@ -42,8 +42,7 @@ static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
 
 // Blocks run in pairs (clusters of 2, tma.cuh): rank 0 owns query tile 2k + 1, rank 1 tile 2k of
 // the same head. Both visit the union of their key ranges in the same order, and each K and V tile
-// is read from L2 once for both (rank 0 issues the K copies, rank 1 the V copies, each into both
-// blocks). Most key tiles are common to the two: pbb(512, 128) and swa(512) read 22 and 10 tiles
+// is read from L2 once for both, copied into both blocks by the block that frees its buffer last. Most key tiles are common to the two: pbb(512, 128) and swa(512) read 22 and 10 tiles
 // per pair where single blocks read 39/4 and 18. A tile outside a block's own range is waited for
 // and passed without products. Past an odd tile count the upper rank is padding: it exits, and
 // the lower works alone, issuing every copy to itself.
@@ -84,33 +83,30 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
   const uint32_t q_bar = base + kBars * kTileBytes;
   auto k_bar = [&](int stage) { return q_bar + 8 * (1 + (kOne ? 0 : stage)); };
   auto v_bar = [&](int stage) { return q_bar + 8 * (1 + kStages + (kOne ? 0 : stage)); };
-  // The K and V buffers' "empty" mbarriers follow the "full" ones, in the same order.
-  auto empty_of = [&](uint32_t full_bar) { return full_bar + 8 * 2 * kStages; };
+  // The K and V buffers' counters (used in rank 0's copy) follow the mbarriers, in the same order.
+  auto count_of = [&](uint32_t full_bar) { return q_bar + 8 * kBars + (full_bar - q_bar - 8) / 2; };
   auto fill_index = [&](int i) { return kOne ? i : i >> 1; };
   auto fill_parity = [&](int i) { return uint32_t(fill_index(i) & 1); };
   if (tid == 0) {
-    for (int i = 0; i < kBars + 2 * kStages; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
+    for (int i = 0; i < 2 * kStages; ++i) asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(q_bar + 8 * kBars + 4 * i));
     mbarrier_init_fence();
   }
   // Pair protocol for fill f of a K or V buffer with key tile n, run by thread 0 of both blocks once
-  // their own warps are done with the buffer: each block announces the bytes on its own "full"
-  // mbarrier; the issuer copies the tile into both blocks, for f >= 1 only after the partner's
-  // arrival on the issuer's "empty" mbarrier says its buffer is free too. Every arrival is thus
-  // awaited before the issuer's next copy, so none reaches a block that has exited.
+  // their own warps are done with the buffer: each block announces the bytes on its own mbarrier,
+  // and the block that frees its buffer second (its count finds the other's) copies the tile into
+  // both. Neither waits for the other: the first goes on with its products and meets the tile at
+  // its mbarrier. The first fills go into fresh buffers: K by rank 0, V by rank 1.
   const uint16_t to_blocks = paired ? 3 : uint16_t(1u << rank);
-  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, bool issuer, int n, int i) {
+  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, uint32_t first_rank, int n, int i) {
     if (tid != 0) return;
     const int f = fill_index(i);
     mbarrier_arrive_expect_bytes(full_bar, kTmaTileBytes<D>);
-    if (issuer) {
-      if (paired && f > 0) mbarrier_wait(empty_of(full_bar), uint32_t((f - 1) & 1));
-      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, to_blocks);
-    } else if (f > 0) {
-      mbarrier_arrive_in(empty_of(full_bar), rank ^ 1);
-    }
+    const bool copy = !paired || (f == 0 ? rank == first_rank : (atomic_inc_in(count_of(full_bar), 0) & 1) != 0);
+    if (copy) load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, to_blocks);
   };
-  auto fill_k = [&](int n, int stage, int i) { fill(p.tm_k, sK(stage), k_bar(stage), !paired || rank == 0, n, i); };
-  auto fill_v = [&](int n, int stage, int i) { fill(p.tm_v, sV(stage), v_bar(stage), !paired || rank == 1, n, i); };
+  auto fill_k = [&](int n, int stage, int i) { fill(p.tm_k, sK(stage), k_bar(stage), 0, n, i); };
+  auto fill_v = [&](int n, int stage, int i) { fill(p.tm_v, sV(stage), v_bar(stage), 1, n, i); };
   if (paired) cluster_arrive();
   if (tid == 0) {
     mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);

@@ -62,8 +62,8 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
 // ---- device: pairs of blocks (thread-block clusters of 2) ---------------------------------------
 // The forward runs its blocks in clusters of two: neighbouring query tiles of one head, which visit
 // almost the same key tiles. Each K or V tile is read from L2 once and written by the copy engine
-// into both blocks' shared memory (multicast); a block tells its partner that a buffer is free by
-// an arrival on the partner's mbarrier (the cluster's shared memory is addressable from both).
+// into both blocks' shared memory (multicast); the blocks count the buffers they have freed in
+// rank 0's shared memory (addressable from both).
 
 // This block's rank in its cluster (0 or 1).
 __device__ __forceinline__ uint32_t cluster_rank() {
@@ -77,13 +77,17 @@ __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-// One arrival on the mbarrier at the same shared-memory offset `bar` in block `rank` of the cluster.
-__device__ __forceinline__ void mbarrier_arrive_in(uint32_t bar, uint32_t rank) {
+// Atomically adds 1 to the u32 at shared-memory offset `addr` in block `rank` of the cluster;
+// returns the value before.
+__device__ __forceinline__ uint32_t atomic_inc_in(uint32_t addr, uint32_t rank) {
+  uint32_t old;
   asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-      "r"(rank)
+      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\n"
+      "atom.shared::cluster.add.u32 %0, [remote], 1;\n}\n"
+      : "=r"(old)
+      : "r"(addr), "r"(rank)
       : "memory");
+  return old;
 }
 
 // ---- device: tile copies -----------------------------------------------------------------------
