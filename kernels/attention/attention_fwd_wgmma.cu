@@ -41,17 +41,18 @@ static_assert(kWgFwdMinBlocks<64> * (kWgFwdSmem<64> + 1024) <= 228 * 1024 &&
               "the forward's shared memory must fit kWgFwdMinBlocks blocks per SM");
 
 // Blocks run in pairs (clusters of 2, tma.cuh): rank 0 owns query tile 2k + 1, rank 1 tile 2k of
-// the same head. Both visit the union of their key ranges in the same order, and each K and V tile
-// is read from L2 once for both, copied into both blocks by the block that frees its buffer last. Most key tiles are common to the two: pbb(512, 128) and swa(512) read 22 and 10 tiles
-// per pair where single blocks read 39/4 and 18. A tile outside a block's own range is waited for
-// and passed without products. Past an odd tile count the upper rank is padding: it exits, and
-// the lower works alone, issuing every copy to itself.
+// the same head. The key tiles both visit ("shared": from the upper's first to the lower's last)
+// are read from L2 once and copied into both blocks; the upper's diagonal tile(s) above and the
+// lower's tiles below are each block's own. pbb(512, 128) and swa(512) read 22 and 10 tiles per
+// pair where single blocks read 39/4 and 18. Past an odd tile count the upper rank is padding: it
+// exits, and the lower works alone.
 template <int D>
 __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
     attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
   constexpr int BM = kWgRows, BN = kWgRows, kTileBytes = kWgTileBytes<D>;
   constexpr int kStages = kWgFwdStages<D>;
   constexpr bool kOne = kStages == 1;
+  static_assert(BM == BN, "a pair's tiles 2k, 2k + 1 are key tiles 2k, 2k + 1");
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = smem_u32(align_smem_1024(smem_raw));
   // Layout: Q, K stage 0 (, K stage 1), V stage 0 (, V stage 1); with one buffer every stage is it.
@@ -64,16 +65,14 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
   const int T = blk.T, m0 = blk.m0, n_first = blk.n_first, n_last = blk.n_last, hk = blk.hk;
   if (m0 >= T) return;  // padding of an odd tile count (the partner knows: `paired` below)
   const uint32_t rank = cluster_rank();
-  const int lower_m0 = rank ? m0 : m0 - BM;
-  const bool paired = lower_m0 + BM < T;
-  // The pair's key range: from the lower tile's first key tile to the upper tile's last.
-  const int loop_first = paired ? p.mask.lowest_key(lower_m0) / BN : n_first;
-  const int loop_last = paired ? min(lower_m0 + 2 * BM - 1, T - 1) / BN : n_last;
+  const bool paired = (rank ? m0 + BM : m0) < T;
+  // Shared key tiles [shared_lo, shared_hi] (empty when unpaired).
+  const int shared_lo = !paired ? 1 : rank ? p.mask.lowest_key(m0 + BM) / BN : n_first;
+  const int shared_hi = !paired ? 0 : rank ? n_last : n_last - 1;
 
-  // Tiles come by the copy engine, each buffer with a "full" mbarrier of its own, after the tiles in
-  // the same order. Tile n is the i-th visited (i = loop_last - n): K and V stage i % kStages, that
-  // stage's (i / kStages)-th fill; a wait names the fill's parity. Upper blocks pass the pair's
-  // lowest tiles after their own, lower blocks its highest before.
+  // Tiles come by the copy engine, each buffer with an mbarrier of its own, after the tiles in the
+  // same order. Key tile n goes to stage n % kStages (the same buffer in both blocks of a pair), as
+  // that stage's ((n_last - n) / kStages)-th fill of this block; a wait names the fill's parity.
   // Two stages: refills happen at the top of iteration n, after a barrier that says every warp is
   // done with tile n + 1's products: K(n - 1) and V(n - 1) into stage ^ 1, a tile ahead.
   // One buffer each: V(n) goes in at the top of iteration n (P V(n + 1) has read the buffer), its
@@ -85,41 +84,41 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
   auto v_bar = [&](int stage) { return q_bar + 8 * (1 + kStages + (kOne ? 0 : stage)); };
   // The K and V buffers' counters (used in rank 0's copy) follow the mbarriers, in the same order.
   auto count_of = [&](uint32_t full_bar) { return q_bar + 8 * kBars + (full_bar - q_bar - 8) / 2; };
-  auto fill_index = [&](int i) { return kOne ? i : i >> 1; };
-  auto fill_parity = [&](int i) { return uint32_t(fill_index(i) & 1); };
+  auto fill_parity = [&](int n) { return uint32_t(((n_last - n) / kStages) & 1); };
   if (tid == 0) {
     for (int i = 0; i < kBars; ++i) mbarrier_init(q_bar + 8 * i, 1);
     for (int i = 0; i < 2 * kStages; ++i) asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(q_bar + 8 * kBars + 4 * i));
     mbarrier_init_fence();
   }
-  // Pair protocol for fill f of a K or V buffer with key tile n, run by thread 0 of both blocks once
-  // their own warps are done with the buffer: each block announces the bytes on its own mbarrier,
-  // and the block that frees its buffer second (its count finds the other's) copies the tile into
-  // both. Neither waits for the other: the first goes on with its products and meets the tile at
-  // its mbarrier. The first fills go into fresh buffers: K by rank 0, V by rank 1.
-  const uint16_t to_blocks = paired ? 3 : uint16_t(1u << rank);
-  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, uint32_t first_rank, int n, int i) {
+  // A fill of a K or V buffer with key tile n, by thread 0 once this block's warps are done with
+  // the buffer: the block announces the bytes on its own mbarrier. Its own tile it copies itself.
+  // A shared tile is copied into both blocks by the block that frees its buffer second (its count
+  // finds the other's). Neither waits for the other: the first goes on with its products and meets
+  // the tile at its mbarrier.
+  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, int n) {
     if (tid != 0) return;
-    const int f = fill_index(i);
     mbarrier_arrive_expect_bytes(full_bar, kTmaTileBytes<D>);
-    const bool copy = !paired || (f == 0 ? rank == first_rank : (atomic_inc_in(count_of(full_bar), 0) & 1) != 0);
-    if (copy) load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, to_blocks);
+    const bool shared = n >= shared_lo && n <= shared_hi;
+    if (!shared)
+      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, uint16_t(1u << rank));
+    else if (atomic_inc_in(count_of(full_bar), 0) & 1)
+      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, 3);
   };
-  auto fill_k = [&](int n, int stage, int i) { fill(p.tm_k, sK(stage), k_bar(stage), 0, n, i); };
-  auto fill_v = [&](int n, int stage, int i) { fill(p.tm_v, sV(stage), v_bar(stage), 1, n, i); };
+  auto fill_k = [&](int n) { fill(p.tm_k, sK(n & 1), k_bar(n & 1), n); };
+  auto fill_v = [&](int n) { fill(p.tm_v, sV(n & 1), v_bar(n & 1), n); };
   if (paired) cluster_arrive();
   if (tid == 0) {
     mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);
     load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
   }
-  // The partner's mbarriers must be initialised before a copy may signal them; without a partner,
-  // the barrier shows the initialised mbarriers to this block's threads.
+  // The partner's mbarriers and counters must be initialised before a copy or count reaches them;
+  // without a partner, the barrier shows the initialised mbarriers to this block's threads.
   if (paired)
     cluster_wait();
   else
     __syncthreads();
-  fill_k(loop_last, 0, 0);
-  fill_v(loop_last, 0, 0);
+  fill_k(n_last);
+  fill_v(n_last);
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = p.mask.lowest_key(w1);
@@ -135,65 +134,49 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
     for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
 
   mbarrier_wait(q_bar, 0);
-  // Visit i of the pair's loop, key tile n = loop_last - i: its copies awaited, the buffers that
-  // free up refilled. Stage i % 2 with two stages. `products` runs between S's completion and the
-  // wait for V; a tile outside this block's range passes with none.
-  auto visit = [&](int n, int i, auto&& products) {
-    const int stage = kOne ? 0 : i & 1;
-    mbarrier_wait(k_bar(stage), fill_parity(i));
+  for (int n = n_last; n >= n_first; --n) {
+    const int stage = n & 1;
+    mbarrier_wait(k_bar(stage), fill_parity(n));
     __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
     if constexpr (kOne) {
-      if (i > 0) fill_v(n, 0, i);
-    } else if (n > loop_first) {
-      fill_k(n - 1, stage ^ 1, i + 1);
-      fill_v(n - 1, stage ^ 1, i + 1);
+      if (n < n_last) fill_v(n);
+    } else if (n > n_first) {
+      fill_k(n - 1);
+      fill_v(n - 1);
     }
-    products(stage, [&] {
-      if (kOne && n > loop_first) {
-        __syncthreads();  // every warp's S(n) has read the K buffer
-        fill_k(n - 1, 0, i + 1);
-      }
-    }, [&] { mbarrier_wait(v_bar(stage), fill_parity(i)); });
-  };
-  auto pass = [&](int stage, auto&& after_s, auto&& wait_v) {
-    after_s();
-    wait_v();  // awaited even when passed: the fills' parities alternate
-  };
-  int i = 0;
-  for (int n = loop_last; n > n_last; --n, ++i) visit(n, i, pass);
-  for (int n = n_last; n >= n_first; --n, ++i)
-    visit(n, i, [&](int stage, auto&& after_s, auto&& wait_v) {
-      const int n0 = n * BN;
-      // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
-      float s_acc[BN / 8][4];
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
-      wgmma_commit();
-      wgmma_wait_all();
-      after_s();
+    const int n0 = n * BN;
 
-      if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
-      online_softmax(s_acc, o_acc, row_max, row_sum, p.scale_log2);
+    // S = Q K^T (raw scores, scaled inside exp2); the first k-step overwrites s_acc.
+    float s_acc[BN / 8][4];
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks)
+      wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait_all();
+    if (kOne && n > n_first) {
+      __syncthreads();  // every warp's S(n) has read the K buffer
+      fill_k(n - 1);
+    }
 
-      // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half
-      // h of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
-      // P fragments, so it covers every register the products below read or write.
-      uint32_t p_frag[BN / 16][4];
+    if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
+    online_softmax(s_acc, o_acc, row_max, row_sum, p.scale_log2);
+
+    // O += P V, 16 keys per k-step: rows 16kk.. of the V tile read N-major, per 64-column half h
+    // of V into C tiles 8h..8h+7 of O. The fence follows the rescaling of all of o_acc and the
+    // P fragments, so it covers every register the products below read or write.
+    uint32_t p_frag[BN / 16][4];
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
-      wait_v();
-      wgmma_fence();
+    for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    mbarrier_wait(v_bar(stage), fill_parity(n));  // V(n)
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk)
+    for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
-        for (int h = 0; h < D / 64; ++h)
-          wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
-      wgmma_commit();
-      wgmma_wait_all();
-    });
-  for (int n = n_first - 1; n >= loop_first; --n, ++i) visit(n, i, pass);
+      for (int h = 0; h < D / 64; ++h) wgmma_rs_bn(acc_half(o_acc, h), p_frag[kk], nmajor_desc<BN>(sV(stage), kk, h));
+    wgmma_commit();
+    wgmma_wait_all();
+  }
 
   // Epilogue: finish the row sums across the quad, normalise, write lse, and O through the Q tile
   // (free once every warp is done reading it).
