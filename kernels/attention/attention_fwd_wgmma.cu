@@ -90,35 +90,40 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
     for (int i = 0; i < 2 * kStages; ++i) asm volatile("st.shared.u32 [%0], 0;\n" ::"r"(q_bar + 8 * kBars + 4 * i));
     mbarrier_init_fence();
   }
-  // A fill of a K or V buffer with key tile n, by thread 0 once this block's warps are done with
-  // the buffer: the block announces the bytes on its own mbarrier. Its own tile it copies itself.
-  // A shared tile is copied into both blocks by the block that frees its buffer second (its count
-  // finds the other's). Neither waits for the other: the first goes on with its products and meets
-  // the tile at its mbarrier.
-  auto fill = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, int n) {
-    if (tid != 0) return;
+  // A fill of a K or V buffer with key tile n, in two steps by thread 0 once this block's warps are
+  // done with the buffer. claim: announce the bytes on this block's mbarrier and settle who copies
+  // the tile: this block its own tiles; a shared tile the block that frees its buffer second (its
+  // count finds the other's), into both. Neither block waits for the other: the first goes on with
+  // its products and meets the tile at its mbarrier. The count is a round trip to rank 0's shared
+  // memory, so the loop below issues a product between claim and copy.
+  auto claim = [&](uint32_t full_bar, int n) -> uint32_t {  // the blocks to copy to, as a cluster mask
+    if (tid != 0) return 0;
     mbarrier_arrive_expect_bytes(full_bar, kTmaTileBytes<D>);
-    const bool shared = n >= shared_lo && n <= shared_hi;
-    if (!shared)
-      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, uint16_t(1u << rank));
-    else if (atomic_inc_in(count_of(full_bar), 0) & 1)
-      load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, 3);
+    if (n < shared_lo || n > shared_hi) return 1u << rank;
+    return (atomic_inc_in(count_of(full_bar), 0) & 1) ? 3u : 0u;
   };
-  auto fill_k = [&](int n) { fill(p.tm_k, sK(n & 1), k_bar(n & 1), n); };
-  auto fill_v = [&](int n) { fill(p.tm_v, sV(n & 1), v_bar(n & 1), n); };
-  if (paired) cluster_arrive();
+  auto copy = [&](const CUtensorMap& map, uint32_t buf, uint32_t full_bar, int n, uint32_t to_blocks) {
+    if (to_blocks) load_head_tile_to<D>(map, buf, n * BN, hk, blk.b, full_bar, uint16_t(to_blocks));
+  };
   if (tid == 0) {
     mbarrier_arrive_expect_bytes(q_bar, kTmaTileBytes<D>);
     load_head_tile<D>(p.tm_q, sQ, m0, blk.h, blk.b, q_bar);
   }
-  // The partner's mbarriers and counters must be initialised before a copy or count reaches them;
-  // without a partner, the barrier shows the initialised mbarriers to this block's threads.
-  if (paired)
+  // The partner's mbarriers and counters must be initialised before a copy or count reaches them.
+  // Only thread 0 wrote them, so only it pays for the release fence; the barrier itself is relaxed.
+  // Without a partner, the barrier shows the initialised mbarriers to this block's threads.
+  if (paired) {
+    if (tid == 0) fence_cluster();
+    cluster_arrive_relaxed();
     cluster_wait();
-  else
+  } else {
     __syncthreads();
-  fill_k(n_last);
-  fill_v(n_last);
+  }
+  {
+    const uint32_t k_to = claim(k_bar(n_last & 1), n_last), v_to = claim(v_bar(n_last & 1), n_last);
+    copy(p.tm_k, sK(n_last & 1), k_bar(n_last & 1), n_last, k_to);
+    copy(p.tm_v, sV(n_last & 1), v_bar(n_last & 1), n_last, v_to);
+  }
 
   const int w0 = m0 + warp * 16, w1 = w0 + 15;
   const int w1_lo = p.mask.lowest_key(w1);
@@ -138,11 +143,12 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
     const int stage = n & 1;
     mbarrier_wait(k_bar(stage), fill_parity(n));
     __syncthreads();  // every warp is done with tile n + 1's products: the buffers below may be refilled
+    uint32_t k_to = 0, v_to = 0;
     if constexpr (kOne) {
-      if (n < n_last) fill_v(n);
+      if (n < n_last) v_to = claim(v_bar(0), n);
     } else if (n > n_first) {
-      fill_k(n - 1);
-      fill_v(n - 1);
+      k_to = claim(k_bar(stage ^ 1), n - 1);
+      v_to = claim(v_bar(stage ^ 1), n - 1);
     }
     const int n0 = n * BN;
 
@@ -153,10 +159,16 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
     for (int ks = 0; ks < D / 16; ++ks)
       wgmma_ss(s_acc, kmajor_desc<BM>(sQ, ks), kmajor_desc<BN>(sK(stage), ks), ks > 0);
     wgmma_commit();
+    if constexpr (kOne) {
+      copy(p.tm_v, sV(0), v_bar(0), n, v_to);
+    } else {
+      copy(p.tm_k, sK(stage ^ 1), k_bar(stage ^ 1), n - 1, k_to);
+      copy(p.tm_v, sV(stage ^ 1), v_bar(stage ^ 1), n - 1, v_to);
+    }
     wgmma_wait_all();
     if (kOne && n > n_first) {
       __syncthreads();  // every warp's S(n) has read the K buffer
-      fill_k(n - 1);
+      k_to = claim(k_bar(0), n - 1);
     }
 
     if (!(n0 + BN - 1 <= w0 && n0 >= w1_lo)) mask_scores(s_acc, w0, row_lo, n0, lane);
@@ -168,6 +180,7 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kWgThreads, kWgFwdMi
     uint32_t p_frag[BN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) c_to_a(p_frag[kk], s_acc, kk);
+    if constexpr (kOne) copy(p.tm_k, sK(0), k_bar(0), n - 1, k_to);
     mbarrier_wait(v_bar(stage), fill_parity(n));  // V(n)
     wgmma_fence();
 #pragma unroll

@@ -71,10 +71,12 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
-// The cluster-wide barrier, split so that work can go between the two halves; every thread of
-// both blocks takes part. The release / acquire pair publishes initialised mbarriers.
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+// The cluster-wide barrier in two halves; every thread of both blocks takes part. The arrival is
+// relaxed: a thread whose writes the partner must see issues fence_cluster before it, so that
+// the others need not pay for the release fence.
+__device__ __forceinline__ void fence_cluster() { asm volatile("fence.acq_rel.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 // Atomically adds 1 to the u32 at shared-memory offset `addr` in block `rank` of the cluster;
