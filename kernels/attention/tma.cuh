@@ -59,39 +59,6 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
         : "memory");
 }
 
-// ---- device: pairs of blocks (thread-block clusters of 2) ---------------------------------------
-// The forward runs its blocks in clusters of two: neighbouring query tiles of one head, which visit
-// almost the same key tiles. Each K or V tile is read from L2 once and written by the copy engine
-// into both blocks' shared memory (multicast); the blocks count the buffers they have freed in
-// rank 0's shared memory (addressable from both).
-
-// This block's rank in its cluster (0 or 1).
-__device__ __forceinline__ uint32_t cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// The cluster-wide barrier in two halves; every thread of both blocks takes part. The arrival is
-// relaxed: a thread whose writes the partner must see issues fence_cluster before it, so that
-// the others need not pay for the release fence.
-__device__ __forceinline__ void fence_cluster() { asm volatile("fence.acq_rel.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void cluster_arrive_relaxed() {
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-// Atomically adds 1 to the u32 at shared-memory offset `addr` in block `rank` of the cluster;
-// returns the value before.
-__device__ __forceinline__ uint32_t atomic_inc_in(uint32_t addr, uint32_t rank) {
-  uint32_t old;
-  asm volatile(
-      "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %1, %2;\n"
-      "atom.shared::cluster.add.u32 %0, [remote], 1;\n}\n"
-      : "=r"(old)
-      : "r"(addr), "r"(rank)
-      : "memory");
-  return old;
-}
-
 // ---- device: tile copies -----------------------------------------------------------------------
 
 // Bytes of one 64 x D tile (what one load_head_tile announces), and of one load_row.
@@ -111,20 +78,6 @@ __device__ __forceinline__ void load_head_tile(const CUtensorMap& map, uint32_t 
         "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
         "%5}], [%6];\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
         "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar)
-        : "memory");
-}
-
-// load_head_tile into the blocks of the cluster named by the bits of `blocks`: the tile is read
-// once and lands at the same offset smem_tile in each, completing on mbarrier `bar` in each.
-template <int D>
-__device__ __forceinline__ void load_head_tile_to(const CUtensorMap& map, uint32_t smem_tile, int row0, int h, int b,
-                                                  uint32_t bar, uint16_t blocks) {
-#pragma unroll
-  for (int half = 0; half < D / 64; ++half)
-    asm volatile(
-        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster [%0], "
-        "[%1, {%2, %3, %4, %5}], [%6], %7;\n" ::"r"(smem_tile + swizzled<64>(0, 8 * half)),
-        "l"(reinterpret_cast<uint64_t>(&map)), "r"(64 * half), "r"(h), "r"(row0), "r"(b), "r"(bar), "h"(blocks)
         : "memory");
 }
 
