@@ -62,12 +62,8 @@ __global__ void __launch_bounds__(DkvTiling::kWarps * 32, DkvTiling::kMinBlocks)
     }
 
   float dk_acc[MT][D / 8][4], dv_acc[MT][D / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) dk_acc[mt][nt][i] = dv_acc[mt][nt][i] = 0.f;
+  zero_acc(dk_acc);
+  zero_acc(dv_acc);
 
   int stage = 0;
   for (int it = 0; it < iters; ++it, stage ^= 1, blk.advance(cur)) {
@@ -92,12 +88,8 @@ __global__ void __launch_bounds__(DkvTiling::kWarps * 32, DkvTiling::kMinBlocks)
 
       // S^T = K Q^T and dP^T = V dO^T for the slab: rows = keys, columns = 16 queries.
       float st[MT][2][4], dpt[MT][2][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) st[mt][nt][i] = dpt[mt][nt][i] = 0.f;
+      zero_acc(st);
+      zero_acc(dpt);
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t qb[4], dob[4];
@@ -108,10 +100,8 @@ __global__ void __launch_bounds__(DkvTiling::kWarps * 32, DkvTiling::kMinBlocks)
           uint32_t ka[4], va[4];
           load_frag_a<BN>(ka, sK, warp * kWarpKeys + mt * 16, ks, lane);
           load_frag_a<BN>(va, sV, warp * kWarpKeys + mt * 16, ks, lane);
-          mma_16816(st[mt][0], ka, qb[0], qb[1]);
-          mma_16816(st[mt][1], ka, qb[2], qb[3]);
-          mma_16816(dpt[mt][0], va, dob[0], dob[1]);
-          mma_16816(dpt[mt][1], va, dob[2], dob[3]);
+          mma_16816_x2(st[mt][0], st[mt][1], ka, qb);
+          mma_16816_x2(dpt[mt][0], dpt[mt][1], va, dob);
         }
       }
 
@@ -148,10 +138,8 @@ __global__ void __launch_bounds__(DkvTiling::kWarps * 32, DkvTiling::kMinBlocks)
         load_frag_b_pair_trans<BM>(qb, q_tile, ch * 16, np, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_16816(dv_acc[mt][2 * np], pa[mt], dob[0], dob[1]);
-          mma_16816(dv_acc[mt][2 * np + 1], pa[mt], dob[2], dob[3]);
-          mma_16816(dk_acc[mt][2 * np], dsa[mt], qb[0], qb[1]);
-          mma_16816(dk_acc[mt][2 * np + 1], dsa[mt], qb[2], qb[3]);
+          mma_16816_x2(dv_acc[mt][2 * np], dv_acc[mt][2 * np + 1], pa[mt], dob);
+          mma_16816_x2(dk_acc[mt][2 * np], dk_acc[mt][2 * np + 1], dsa[mt], qb);
         }
       }
     }
@@ -224,12 +212,7 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
 
   uint32_t q_frag[MT][D / 16][4], do_frag[MT][D / 16][4];
   float dq_acc[MT][D / 8][4];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) dq_acc[mt][nt][i] = 0.f;
+  zero_acc(dq_acc);
 
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
@@ -259,12 +242,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
       const bool needs_mask = !(k0 + 15 <= w0 && k0 >= w1_lo);
 
       float s_acc[MT][2][4], dp_acc[MT][2][4];
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) s_acc[mt][nt][i] = dp_acc[mt][nt][i] = 0.f;
+      zero_acc(s_acc);
+      zero_acc(dp_acc);
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks) {
         uint32_t kb[4], vb[4];
@@ -272,10 +251,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
         load_frag_b_pair<BN>(vb, v_tile, ch * 16, ks, lane);
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_16816(s_acc[mt][0], q_frag[mt][ks], kb[0], kb[1]);
-          mma_16816(s_acc[mt][1], q_frag[mt][ks], kb[2], kb[3]);
-          mma_16816(dp_acc[mt][0], do_frag[mt][ks], vb[0], vb[1]);
-          mma_16816(dp_acc[mt][1], do_frag[mt][ks], vb[2], vb[3]);
+          mma_16816_x2(s_acc[mt][0], s_acc[mt][1], q_frag[mt][ks], kb);
+          mma_16816_x2(dp_acc[mt][0], dp_acc[mt][1], do_frag[mt][ks], vb);
         }
       }
 
@@ -301,10 +278,8 @@ __global__ void __launch_bounds__(DqTraits<D>::kWarps * 32, DqTraits<D>::kMinBlo
         uint32_t kb[4];
         load_frag_b_pair_trans<BN>(kb, k_tile, ch * 16, np, lane);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_16816(dq_acc[mt][2 * np], dsa[mt], kb[0], kb[1]);
-          mma_16816(dq_acc[mt][2 * np + 1], dsa[mt], kb[2], kb[3]);
-        }
+        for (int mt = 0; mt < MT; ++mt)
+          mma_16816_x2(dq_acc[mt][2 * np], dq_acc[mt][2 * np + 1], dsa[mt], kb);
       }
     }
   }

@@ -98,10 +98,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgDkvMinBlocks<D>)
   }
 
   float dk_acc[D / 8][4], dv_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dk_acc[j][i] = dv_acc[j][i] = 0.f;
+  zero_acc(dk_acc);
+  zero_acc(dv_acc);
 
   // dV += P^T dO and dK += dS^T Q, 16 queries per k-step: rows 16kk.. of the dO / Q tile read
   // N-major, per 64-column half h into C tiles 8h..8h+7 of dV / dK.
@@ -294,10 +292,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgDqMinBlocks)
   }
 
   float dq_acc[D / 8][4];  // C tile j = head-dim columns 8j..8j+7
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) dq_acc[j][i] = 0.f;
+  zero_acc(dq_acc);
 
   // dQ += dS K, 16 keys per k-step: rows 16kk.. of the K tile read N-major, per 64-column half h
   // into C tiles 8h..8h+7 of dQ. With two stages, as in dK/dV, a tile's product is issued in the

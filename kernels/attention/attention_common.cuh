@@ -41,6 +41,22 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// The same A against two adjacent n-tiles: c0 += a * (b[0], b[1]) and c1 += a * (b[2], b[3]), the
+// register order of the load_frag_b_pair loaders below.
+__device__ __forceinline__ void mma_16816_x2(float (&c0)[4], float (&c1)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[4]) {
+  mma_16816(c0, a, b[0], b[1]);
+  mma_16816(c1, a, b[2], b[3]);
+}
+
+// Sets every float of an accumulator array (any shape) to 0.
+template <class Acc>
+__device__ __forceinline__ void zero_acc(Acc& acc) {
+  float* f = reinterpret_cast<float*>(&acc);
+#pragma unroll
+  for (int i = 0; i < int(sizeof(Acc) / sizeof(float)); ++i) f[i] = 0.f;
+}
+
 // Four 8x8 bf16 matrices; lane i gives the row address of matrix i / 8, row i % 8; register j
 // receives matrix j in the C-fragment pattern (row g, columns 2c, 2c+1).
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t smem_addr) {
@@ -296,9 +312,11 @@ struct QueryBlock {
 
 // Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory (the kernel's limit
 // is raised on its first launch and stays set for the process: hylo drives one GPU per process).
-// `name` is the kernel's, for a failed launch's message.
+// A failed launch's message names the kernel (`name`) and the caller's file and line (the
+// defaults; device code is C++17 here, so no std::source_location).
 template <auto Kernel, class Params>
-void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name) {
+void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name,
+                   const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   static const bool reserved = [smem] {
     HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
@@ -306,7 +324,7 @@ void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream
   (void)reserved;
   Kernel<<<grid, threads, smem, stream>>>(p);
   const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw_cuda_error(err, name, __FILE__, __LINE__);
+  if (err != cudaSuccess) throw_cuda_error(err, name, file, line);
 }
 
 }  // namespace hylo::cuda::attn

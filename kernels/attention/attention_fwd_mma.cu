@@ -50,13 +50,10 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
   uint32_t q_frag[kMTiles][D / 16][4];
   float o_acc[kMTiles][D / 8][4];
   float row_max[kMTiles][2], row_sum[kMTiles][2];  // max of raw scores; this thread's partial sum
+  zero_acc(o_acc);
+  zero_acc(row_sum);
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-    for (int nt = 0; nt < D / 8; ++nt) o_acc[mt][nt][0] = o_acc[mt][nt][1] = o_acc[mt][nt][2] = o_acc[mt][nt][3] = 0.f;
-    row_max[mt][0] = row_max[mt][1] = -INFINITY;
-    row_sum[mt][0] = row_sum[mt][1] = 0.f;
-  }
+  for (int mt = 0; mt < kMTiles; ++mt) row_max[mt][0] = row_max[mt][1] = -INFINITY;
 
   int stage = 0;
   for (int n = n_last; n >= n_first; --n, stage ^= 1) {
@@ -79,10 +76,7 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
 
     // S = Q K^T for this warp's rows (raw scores, scaled inside exp2).
     float s_acc[kMTiles][BN / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < BN / 8; ++nt) s_acc[mt][nt][0] = s_acc[mt][nt][1] = s_acc[mt][nt][2] = s_acc[mt][nt][3] = 0.f;
+    zero_acc(s_acc);
 #pragma unroll
     for (int ks = 0; ks < D / 16; ++ks)
 #pragma unroll
@@ -90,10 +84,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
         uint32_t kb[4];
         load_frag_b_pair<BN>(kb, sK(stage), np * 16, ks, lane);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816(s_acc[mt][2 * np], q_frag[mt][ks], kb[0], kb[1]);
-          mma_16816(s_acc[mt][2 * np + 1], q_frag[mt][ks], kb[2], kb[3]);
-        }
+        for (int mt = 0; mt < kMTiles; ++mt)
+          mma_16816_x2(s_acc[mt][2 * np], s_acc[mt][2 * np + 1], q_frag[mt][ks], kb);
       }
 
 #pragma unroll
@@ -113,10 +105,8 @@ __global__ void __launch_bounds__(FwdTraits<D>::kWarps * 32, FwdTraits<D>::kMinB
         uint32_t vb[4];
         load_frag_b_pair_trans<BN>(vb, sV(stage), kk * 16, np, lane);
 #pragma unroll
-        for (int mt = 0; mt < kMTiles; ++mt) {
-          mma_16816(o_acc[mt][2 * np], p_frag[mt], vb[0], vb[1]);
-          mma_16816(o_acc[mt][2 * np + 1], p_frag[mt], vb[2], vb[3]);
-        }
+        for (int mt = 0; mt < kMTiles; ++mt)
+          mma_16816_x2(o_acc[mt][2 * np], o_acc[mt][2 * np + 1], p_frag[mt], vb);
       }
     }
   }

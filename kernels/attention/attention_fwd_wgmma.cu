@@ -101,10 +101,7 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 
   float o_acc[D / 8][4];  // C tile j = output columns 8j..8j+7
   float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};  // max of raw scores; partial sum
-#pragma unroll
-  for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) o_acc[j][i] = 0.f;
+  zero_acc(o_acc);
 
   mbarrier_wait(q_bar, 0);
   int stage = 0;
