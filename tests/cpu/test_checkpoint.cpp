@@ -11,16 +11,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "train/checkpoint.h"
 #include "train/run_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hylo;
+using hylo::test::error_of;
 
 namespace {
 
@@ -38,15 +39,6 @@ struct TempDir {
   }
   std::string str() const { return path.string(); }
 };
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Tensor ramp(const Shape& shape, float start) {
   Tensor t = Tensor::empty(shape, DType::f32);

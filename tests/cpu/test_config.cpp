@@ -9,22 +9,14 @@
 #include <string>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "train/config.h"
 
 namespace fs = std::filesystem;
 using namespace hylo;
+using hylo::test::error_of;
 
 namespace {
-
-// The message of the hylo::Error thrown by fn, or "" when nothing is thrown.
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string yaml_error(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
   return error_of([&] { config_from_yaml_text(yaml, "configs/x.yaml", overrides); });

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 
+#include "error_of.h"
 #include "model_gradcheck.h"
 #include "core/rng.h"
 #include "nn/moe.h"
@@ -558,14 +559,7 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
 }
 
 TEST_CASE("MoE config validation: one line naming the keys") {
-  auto error_of = [](const std::string& yaml) {
-    try {
-      config_from_yaml_text(yaml, "m.yaml");
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  auto error_of = [](const std::string& yaml) { return test::error_of([&] { config_from_yaml_text(yaml, "m.yaml"); }); };
   CHECK(error_of("model: {n_layers: 2, moe: {experts: 4, top_k: 5}}").find("model.moe.top_k=5 > model.moe.experts=4") !=
         std::string::npos);
   CHECK(error_of("model: {n_layers: 2, moe: {experts: 4, every: 3}}").find("model.moe.every=3 > model.n_layers=2") !=

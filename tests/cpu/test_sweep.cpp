@@ -8,11 +8,13 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "error_of.h"
 #include "run_command.h"
 #include "tiny_workspace.h"
 #include "train/sweep.h"
 
 using namespace hylo;
+using hylo::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -44,15 +46,6 @@ struct SweepWorkspace : test::TinyWorkspace {
     return test::run_command("cd " + dir.string() + " && " + hylo + " " + args);
   }
 };
-
-std::string error_of(const std::string& path) {
-  try {
-    load_sweep(path);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // The last value of `key` in a run's metrics.jsonl, as the report prints it.
 std::string last_metric(const fs::path& run_dir, const std::string& key) {
@@ -117,7 +110,7 @@ TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = ws.sweep("bad" + std::to_string(i) + ".yaml", cases[i].body);
-    const std::string error = error_of(path);
+    const std::string error = error_of([&] { load_sweep(path); });
     CAPTURE(error);
     CHECK(error.find(path) == 0);
     CHECK(error.find(cases[i].expected) != std::string::npos);
