@@ -7,6 +7,8 @@
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
+#   attn_span  pbb(b, 128) against swa(b / 2), b = 512, 1024, 2048 (equal key tiles per query
+#           tile), hd 64/128, T 4096/16384: per-visited-pair ratios (scripts/attention_pair_ratio.py)
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
@@ -64,6 +66,12 @@ for stage in $stages; do
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
         --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;
+    attn_span)
+      for b in 512 1024 2048; do
+        $hylo bench attention --kind pbb,swa --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 --block $b \
+          --bridge 128 --window $((b / 2)) --json "$OUT/bench_attention_span_$b.json" >/dev/null 2>&1
+      done
+      python3 scripts/attention_pair_ratio.py "$OUT"/bench_attention_span_*.json | tee -a "$summary" ;;
     torch_attn)
       OUT="$OUT/torch_attn" python3 .peers/torch_ref.py attn 2>&1 | tail -22 | tee -a "$summary" ;;
     bench)
