@@ -296,14 +296,14 @@ void launch_backward(const BwdParams& p, cudaStream_t stream) {
   {
     using Tr = DqTraits<D>;
     constexpr int BM = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BM + 4 * Tr::kOtherTile) * D * 2 + 2 * BM * 4;
-    launch_kernel<attention_bwd_dq_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream,
-                                              "attention_bwd_dq_kernel");
+    launch_kernel<attention_bwd_dq_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), Tr::kWarps * 32, kSmem, stream);
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_kernel");
   }
   {
     using Tr = DkvTiling;
     constexpr int BN = Tr::kWarps * 16 * Tr::kMTiles, kSmem = (2 * BN + 4 * Tr::kOtherTile) * D * 2 + 4 * Tr::kOtherTile * 4;
-    launch_kernel<attention_bwd_dkdv_kernel<D>>(p, dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem,
-                                                stream, "attention_bwd_dkdv_kernel");
+    launch_kernel<attention_bwd_dkdv_kernel<D>>(p, dim3(ceil_div(p.T, BN), p.Hkv, p.B), Tr::kWarps * 32, kSmem, stream);
+    HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_kernel");
   }
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);

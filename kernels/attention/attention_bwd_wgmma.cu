@@ -384,10 +384,10 @@ template <int D>
 void launch_backward(const BwdParams& p, cudaStream_t stream) {
   // dQ first: it also writes the rows that dK/dV reads.
   const int tiles = ceil_div(p.T, kWgRows);
-  launch_kernel<attention_bwd_dq_wgmma_kernel<D>>(p, dim3(tiles, p.Hq, p.B), kWgThreads, kWgDqSmem<D>, stream,
-                                                  "attention_bwd_dq_wgmma_kernel");
-  launch_kernel<attention_bwd_dkdv_wgmma_kernel<D>>(p, dim3(tiles, p.Hkv, p.B), kWgThreads, kWgDkvSmem<D>, stream,
-                                                    "attention_bwd_dkdv_wgmma_kernel");
+  launch_kernel<attention_bwd_dq_wgmma_kernel<D>>(p, dim3(tiles, p.Hq, p.B), kWgThreads, kWgDqSmem<D>, stream);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dq_wgmma_kernel");
+  launch_kernel<attention_bwd_dkdv_wgmma_kernel<D>>(p, dim3(tiles, p.Hkv, p.B), kWgThreads, kWgDkvSmem<D>, stream);
+  HYLO_CUDA_LAUNCH_CHECK("attention_bwd_dkdv_wgmma_kernel");
 }
 template void launch_backward<64>(const BwdParams&, cudaStream_t);
 template void launch_backward<128>(const BwdParams&, cudaStream_t);

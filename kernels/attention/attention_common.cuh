@@ -312,19 +312,15 @@ struct QueryBlock {
 
 // Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory (the kernel's limit
 // is raised on its first launch and stays set for the process: hylo drives one GPU per process).
-// A failed launch's message names the kernel (`name`) and the caller's file and line (the
-// defaults; device code is C++17 here, so no std::source_location).
+// The caller checks the launch (HYLO_CUDA_LAUNCH_CHECK, which names the call site).
 template <auto Kernel, class Params>
-void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream, const char* name,
-                   const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream) {
   static const bool reserved = [smem] {
     HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)reserved;
   Kernel<<<grid, threads, smem, stream>>>(p);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) throw_cuda_error(err, name, file, line);
 }
 
 }  // namespace hylo::cuda::attn

@@ -129,8 +129,8 @@ void launch_forward(const FwdParams& p, cudaStream_t stream) {
   using Tr = FwdTraits<D>;
   constexpr int kThreads = Tr::kWarps * 32, BM = Tr::kWarps * 16 * Tr::kMTiles;
   constexpr int kSmem = (BM + 4 * Tr::kOtherTile) * D * 2;
-  launch_kernel<attention_fwd_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), kThreads, kSmem, stream,
-                                         "attention_fwd_kernel");
+  launch_kernel<attention_fwd_kernel<D>>(p, dim3(ceil_div(p.T, BM), p.Hq, p.B), kThreads, kSmem, stream);
+  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);
 template void launch_forward<128>(const FwdParams&, cudaStream_t);

@@ -162,7 +162,8 @@ __global__ void __launch_bounds__(kWgThreads, kWgFwdMinBlocks<D>)
 template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
   launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(ceil_div(p.T, kWgRows), p.Hq, p.B), kWgThreads,
-                                               kWgFwdSmem<D>, stream, "attention_fwd_wgmma_kernel");
+                                               kWgFwdSmem<D>, stream);
+  HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);
 template void launch_forward<128>(const FwdParams&, cudaStream_t);
