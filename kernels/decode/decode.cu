@@ -9,9 +9,14 @@
 // query heads of its kv head; groups are merged through shared memory at the end.
 // Grid = (splits, kv heads * head chunks, batch): a split takes a contiguous share of the live
 // keys; with splits > 1 the block writes an unnormalised partial and decode_combine_kernel
-// merges the splits (second pass). The combine is a programmatic dependent launch (Hopper PDL):
-// its blocks are scheduled while the split blocks still run and wait on the GPU for their
-// results, so the second pass does not pay a full kernel-boundary gap after the first.
+// merges the splits (second pass). Both kernels are programmatic dependent launches (Hopper PDL)
+// and let the next kernel launch as soon as they start: the combine's blocks are scheduled while
+// the split blocks still run and wait on the GPU for their results; and a decode kernel that
+// follows a decode step (the next layer or token) issues its first key loads while the previous
+// step drains, so back-to-back steps do not each pay a kernel-boundary gap and a cold memory pipe.
+// What a decode kernel reads before its griddepcontrol.wait is only k and v of its first round of
+// keys; it is a dependent launch only when no first round holds the last live key, whose slot the
+// stream's previous kernel (the append) may be writing. q, out and the workspace wait.
 //
 // Legend: GT query heads per block (a divisor of the GQA group, <= 8), U keys per lane group per
 // iteration.
@@ -75,8 +80,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   __shared__ float red_m[kGroups][GT], red_l[kGroups][GT];
   __shared__ __align__(16) float red_acc[kGroups][GT][D];
 
-  // Lets the combine kernel (if any) be scheduled now; its griddepcontrol.wait still waits for
-  // this whole grid to finish and its writes to be visible. A no-op without a dependent launch.
+  // Lets the next kernel (the combine, or the next step's decode) be scheduled now; its
+  // griddepcontrol.wait still waits for this whole grid to finish and its writes to be visible.
+  // A no-op without a dependent launch.
   cudaTriggerProgrammaticLaunchCompletion();
   const int tid = threadIdx.x, grp = tid / kLanes, lane = tid % kLanes;
   const int split = blockIdx.x, b = blockIdx.z;
@@ -102,12 +108,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     }
   };
 
-  // Converting q waits for its loads. Done before the first keys' loads were issued, that wait put
-  // a whole memory latency in front of every step; so q's loads, the first keys', then converting.
+  // The first keys' loads go out before the wait on the previous kernel (see the top), q's after
+  // it. Converting q then waits for its loads, not for the keys'.
+  load_keys(j0);
+  cudaGridDependencySynchronize();
   uint4 q_raw[GT];
 #pragma unroll
   for (int g = 0; g < GT; ++g) q_raw[g] = load16(p.q + (size_t(b) * p.Hq + h0 + g) * D + lane * 8);
-  load_keys(j0);
   float q[GT][8];
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
@@ -218,7 +225,8 @@ __global__ void __launch_bounds__(D) decode_combine_kernel(const float* part_acc
                                                            __nv_bfloat16* out, int splits) {
   const size_t bh = blockIdx.x;
   const int d = threadIdx.x;
-  cudaGridDependencySynchronize();  // the partials of decode_kernel, complete and visible
+  cudaTriggerProgrammaticLaunchCompletion();  // the next step's decode may start its key loads
+  cudaGridDependencySynchronize();            // the partials of decode_kernel, complete and visible
   float M = -INFINITY;
   for (int s = 0; s < splits; ++s) M = fmaxf(M, part_ml[bh * splits + s].x);
   float L = 0.f, A = 0.f;
@@ -315,33 +323,35 @@ void check_cache_shape(const DecodeShape& s) {
                     s.slots, s.D);
 }
 
-template <int D, int GT>
-void launch(const Params& p, dim3 grid, cudaStream_t stream) {
-  decode_kernel<D, GT><<<grid, kThreads, 0, stream>>>(p);
-  HYLO_CUDA_LAUNCH_CHECK("decode_kernel");
+// kernel<<<grid, threads>>>(args...) on `stream`, a programmatic dependent launch if `dependent`.
+template <class... KernelParams, class... Args>
+void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int threads, cudaStream_t stream,
+            Args... args) {
+  cudaLaunchAttribute pdl[1];
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(unsigned(threads));
+  config.stream = stream;
+  config.attrs = pdl;
+  config.numAttrs = dependent ? 1 : 0;
+  HYLO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
 template <int D>
 void launch_for_dim(const Params& p, int gt, dim3 grid, cudaStream_t stream) {
+  // The last split's first round [j0, j0 + step) holds the last live key when the split is that short.
+  const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > keys_per_step(D);
   switch (gt) {
-    case 8: launch<D, 8>(p, grid, stream); break;
-    case 4: launch<D, 4>(p, grid, stream); break;
-    case 2: launch<D, 2>(p, grid, stream); break;
-    default: launch<D, 1>(p, grid, stream); break;
+    case 8: launch(decode_kernel<D, 8>, dependent, grid, kThreads, stream, p); break;
+    case 4: launch(decode_kernel<D, 4>, dependent, grid, kThreads, stream, p); break;
+    case 2: launch(decode_kernel<D, 2>, dependent, grid, kThreads, stream, p); break;
+    default: launch(decode_kernel<D, 1>, dependent, grid, kThreads, stream, p); break;
   }
-  if (p.splits > 1) {
-    cudaLaunchAttribute pdl[1];
-    pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(unsigned(p.Hq) * grid.z);
-    config.blockDim = dim3(D);
-    config.stream = stream;
-    config.attrs = pdl;
-    config.numAttrs = 1;
-    HYLO_CUDA_CHECK(cudaLaunchKernelEx(&config, decode_combine_kernel<D>, static_cast<const float*>(p.part_acc),
-                                       static_cast<const float2*>(p.part_ml), p.out, p.splits));
-  }
+  if (p.splits > 1)
+    launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, stream,
+           static_cast<const float*>(p.part_acc), static_cast<const float2*>(p.part_ml), p.out, p.splits);
 }
 
 void check_shape(const DecodeShape& s) {

@@ -5,6 +5,9 @@
 // consecutive timed steps rotate through them so that the live bytes of the rotation exceed 4x
 // the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
+// Second figure, "run": whole runs of consecutive steps (PBB every block offset, SWA every ring
+// position) under one event pair, the tokens/s a decode loop sustains: no event records between
+// steps, each step's launch already queued when the previous one ends.
 #include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -128,15 +131,28 @@ double median_us(const std::function<void(int)>& launch, int iters, int warmup, 
                                     [&] { cuda::stream_delay(stream, 50 + 25 * iters); });
 }
 
+// µs per step of `steps` consecutive decode steps step(0), ..., step(steps - 1) under one event
+// pair, as a decode loop issues them: no event between steps, so a step's launch and ramp can follow
+// the previous step's tail without the per-step pair's gaps. Median over iters runs; run k's steps
+// are step(k * steps + j), so the rotation over cache copies continues from run to run.
+double decode_run_us(const std::function<void(int)>& step, int steps, const DecodeOptions& o, cudaStream_t stream) {
+  const auto one_run = [&](int k) {
+    for (int j = 0; j < steps; ++j) step(k * steps + j);
+  };
+  return median_us(one_run, o.iters, o.warmup, stream) / steps;
+}
+
 struct DecodeRow {
   int batch = 0, hd = 0;
   double pbb_us = 0, pbb_avg_keys = 0, swa_us = 0, lin_core_us = 0, lin_move_us = 0, lin_us = 0;
   double pbb_us_min = 0, pbb_us_max = 0;
+  double pbb_run_us = 0, swa_run_us = 0;  // per step, consecutive steps back to back (see decode_run_us)
   std::vector<double> pbb_us_bins;  // 16 equal bins of block offsets, mean of each
   size_t pbb_bytes = 0, swa_bytes = 0, lin_bytes = 0;  // allocated KV per layer
   double pbb_gbps = 0, swa_gbps = 0, lin_core_gbps = 0;
   int splits_pbb_max = 1, splits_swa = 1;
   double ratio() const { return swa_us / pbb_us; }
+  double run_ratio() const { return swa_run_us / pbb_run_us; }
 };
 
 DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf16>& pattern, size_t l2_bytes,
@@ -213,6 +229,9 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
         [&](int i) { cuda::kv_cache_move(lin_sh, W + 1, 0, W - 1, lin.k_at(i), lin.v_at(i), stream); }, o.iters,
         o.warmup, stream);
   row.lin_us = row.lin_core_us + row.lin_move_us / period;
+
+  row.pbb_run_us = decode_run_us([&](int i) { run(pbb, pbb_live_slots(int64_t(b) + i % b, b, w), i); }, b, o, stream);
+  row.swa_run_us = decode_run_us([&](int i) { run(ring, ring_live_slots(int64_t(W) + i % W, W), i); }, W, o, stream);
   return row;
 }
 
@@ -233,7 +252,8 @@ void write_json(const std::string& path, const DecodeOptions& o, const std::stri
       fmt::format("{{\"H\": {}, \"Hkv\": {}, \"pbb_b\": {}, \"pbb_w\": {}, \"swa_W\": {}, \"iters\": {}, "
                   "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step "
                   "(decode + split combine), median; launches queued behind a GPU-side delay; caches rotated over "
-                  "copies holding >= 4x L2 of live bytes\", \"pbb\": \"mean over all b block offsets at t = b + r\", "
+                  "copies holding >= 4x L2 of live bytes\", \"run\": \"per step of a run of consecutive steps "
+                  "(pbb: all b offsets, swa: all W ring positions) under one event pair, median of iters runs\", \"pbb\": \"mean over all b block offsets at t = b + r\", "
                   "\"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", \"gbps\": \"live k+v bytes "
                   "read / step time\"}}",
                   o.H, o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup),
@@ -245,11 +265,12 @@ void write_json(const std::string& path, const DecodeOptions& o, const std::stri
         "\"swa_linear_compaction_us\": {:.2f}, \"pbb_tok_s\": {:.0f}, \"swa_tok_s\": {:.0f}, "
         "\"swa_linear_tok_s\": {:.0f}, \"ratio_pbb_swa\": {:.3f}, \"kv_bytes_pbb\": {}, \"kv_bytes_swa\": {}, "
         "\"kv_bytes_swa_linear\": {}, \"pbb_GBps\": {:.0f}, \"swa_GBps\": {:.0f}, \"swa_linear_core_GBps\": {:.0f}, "
-        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}]}}",
+        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}], \"pbb_run_us\": {:.2f}, "
+        "\"swa_run_us\": {:.2f}, \"ratio_run\": {:.3f}}}",
         r.batch, r.hd, r.pbb_us, r.pbb_us_min, r.pbb_us_max, r.pbb_avg_keys, r.swa_us, r.lin_us, r.lin_core_us,
         r.lin_move_us, r.batch / (r.pbb_us * 1e-6), r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6),
         r.ratio(), r.pbb_bytes, r.swa_bytes, r.lin_bytes, r.pbb_gbps, r.swa_gbps, r.lin_core_gbps, r.splits_pbb_max,
-        r.splits_swa, fmt::join(r.pbb_us_bins, ", ")));
+        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), r.pbb_run_us, r.swa_run_us, r.run_ratio()));
   write_bench_json(path, json);
 }
 
@@ -278,23 +299,26 @@ int run_bench_decode(const std::vector<std::string>& args) {
   std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
               "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
               o.H, o.Hkv, prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
-  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %8s | %8s %8s | %5s %5s\n", "batch", "D",
-              "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "KV pbb", "KV swa",
-              "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa");
+  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %7s | %8s %8s %8s | %8s %8s | %5s %5s\n",
+              "batch", "D", "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "run pbb",
+              "run swa", "run p/s", "KV pbb", "KV swa", "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa");
   std::vector<DecodeRow> rows;
   for (int B : o.batches)
     for (int hd : o.hds) {
       const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), stream);
       auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
-      std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8s %8s %8s | %8.0f %8.0f | %4.0f%% %4.0f%%\n",
+      std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8.1f %8.1f %7.2f | %8s %8s %8s | "
+                  "%8.0f %8.0f | %4.0f%% %4.0f%%\n",
                   r.batch, r.hd, r.pbb_us, r.swa_us, r.lin_us, r.batch / (r.pbb_us * 1e-6),
-                  r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), mib(r.pbb_bytes).c_str(),
+                  r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), r.pbb_run_us, r.swa_run_us,
+                  r.run_ratio(), mib(r.pbb_bytes).c_str(),
                   mib(r.swa_bytes).c_str(), mib(r.lin_bytes).c_str(), r.pbb_gbps, r.swa_gbps,
                   100 * r.pbb_gbps * 1e9 / kHbmBytesPerS, 100 * r.swa_gbps * 1e9 / kHbmBytesPerS);
       std::fflush(stdout);
       rows.push_back(r);
     }
-  std::printf("(%% = live KV read rate / %.1f TB/s; lin = linear SWA incl. compaction every W+1 steps)\n",
+  std::printf("(%% = live KV read rate / %.1f TB/s; lin = linear SWA incl. compaction every W+1 steps; run = per "
+              "step of b (pbb) or W (swa) consecutive steps under one event pair)\n",
               kHbmBytesPerS / 1e12);
   cudaStreamDestroy(stream);
   if (!o.json.empty()) write_json(o.json, o, prop.name, copy_tbps, rows);

@@ -3,8 +3,9 @@
 // later ones; SWA ring before and after wrapping; linear SWA; full), head dims 64 and 128, batch
 // 1 / 16 / 64, MHA and GQA groups 3, 4 and 8, one pass and split-KV. Every cache slot holds
 // random data, so a kernel that reads a slot that is not live gets the wrong answer. Outputs are
-// poisoned (NaN) before every launch. Then the append / compaction kernels, and a token-by-token
-// decode through device caches driven by KvSlotMap against the CPU KvCache.
+// poisoned (NaN) before every launch. Then the append / compaction kernels, a token-by-token
+// decode through device caches driven by KvSlotMap against the CPU KvCache, and the same with
+// all steps queued back to back on one stream.
 // Shape legend: B batch, Hq/Hkv heads, S slots, D head dim; q/out (B, Hq, D), caches (B, Hkv, S, D).
 #include <cuda_runtime.h>  // before gpu_test_util.h: its typed cudaMalloc(T**) overload
 #include <doctest/doctest.h>
@@ -196,6 +197,66 @@ TEST_CASE("token-by-token cuda decode through device caches matches the CPU cach
     std::printf("token-by-token decode, cache of %d slots (kind %d): worst rel err %.2e\n", map.slots(),
                 int(map.kind()), worst);
   }
+}
+
+// As hylo generate queues them, with nothing between the steps but the next append: one stream, no
+// host sync, so each decode kernel is a programmatic dependent launch behind the append (and its
+// first keys' loads race ahead of the wait) and the split combine of one step is followed by the
+// next step's decode writing the same workspace. Every step has its own q and out.
+TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU caches") {
+  struct Case {
+    int B, Hq, Hkv, D;
+  };
+  const int T = 300;
+  uint64_t seed = 9500;
+  for (const Case c : {Case{16, 4, 2, 64}, Case{64, 16, 16, 128}})  // split-KV up to 4; one pass, 1024 blocks
+    for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(96)}) {
+      KvCache host(map, c.B, c.Hkv, c.D);
+      const DecodeShape sh = host.decode_shape(c.Hq);
+      const size_t nkv = size_t(c.B) * c.Hkv * sh.slots * c.D, nq = size_t(c.B) * c.Hq * c.D;
+      const size_t nnew = size_t(c.B) * c.Hkv * c.D;
+      const auto q_all = to_bf16(random_floats(nq * T, ++seed)), k_all = to_bf16(random_floats(nnew * T, ++seed));
+      const auto v_all = to_bf16(random_floats(nnew * T, ++seed));
+      DeviceBuffer<bf16> k_d(to_bf16(random_floats(nkv, ++seed))), v_d(to_bf16(random_floats(nkv, ++seed)));
+      DeviceBuffer<bf16> q_d(q_all), k_new_d(k_all), v_new_d(v_all), out_d(nq * T);
+      DeviceBuffer<unsigned char> work_d(std::max<size_t>(cuda::decode_workspace_bytes(sh, sh.slots), 1));
+      out_d.poison();
+      cudaStream_t stream = nullptr;
+      CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      CUDA_OK(cudaDeviceSynchronize());  // the uploads and poison, on the legacy stream
+      std::vector<LiveSlots> live(T);
+      int max_splits = 1;
+      for (int t = 0; t < T; ++t) {
+        const KvSlotMap::Append a = map.append(t);
+        cuda::kv_cache_append(sh, a.slot, k_new_d.ptr + nnew * t, v_new_d.ptr + nnew * t, k_d.ptr, v_d.ptr, stream);
+        live[size_t(t)] = map.live(t);
+        cuda::decode_attention_forward(sh, live[size_t(t)], q_d.ptr + nq * t, k_d.ptr, v_d.ptr, out_d.ptr + nq * t,
+                                       work_d.ptr, work_d.count, stream);
+        max_splits = std::max(max_splits, cuda::decode_num_splits(sh, live[size_t(t)].keys()));
+      }
+      CUDA_OK(cudaStreamSynchronize(stream));
+      CUDA_OK(cudaStreamDestroy(stream));
+      const auto out = to_float(out_d.download()), q = to_float(q_all), k = to_float(k_all), v = to_float(v_all);
+      std::vector<float> ref(nq);
+      double worst = 0;
+      for (int t = 0; t < T; ++t) {
+        const auto row = [&](const std::vector<float>& all) {
+          return std::vector<float>(all.begin() + long(nnew) * t, all.begin() + long(nnew) * (t + 1));
+        };
+        host.append(t, Tensor::from_vector(row(k), {c.B, c.Hkv, c.D}), Tensor::from_vector(row(v), {c.B, c.Hkv, c.D}));
+        cpu::decode_attention_forward(sh, live[size_t(t)], q.data() + nq * t, host.k().data<float>(),
+                                      host.v().data<float>(), ref.data(), static_cast<float*>(nullptr));
+        worst = std::max(worst, relative_error(std::vector<float>(out.begin() + long(nq) * t,
+                                                                  out.begin() + long(nq) * (t + 1)), ref));
+      }
+      CAPTURE(c.B);
+      CAPTURE(c.D);
+      CAPTURE(map.slots());
+      CHECK(max_splits >= (c.B == 16 ? 2 : 1));
+      CHECK(worst <= 1e-2);
+      std::printf("back-to-back decode B=%d D=%d, cache of %d slots (kind %d, up to %d splits): worst rel err %.2e\n",
+                  c.B, c.D, map.slots(), int(map.kind()), max_splits, worst);
+    }
 }
 
 TEST_CASE("cuda decode rejects unsupported arguments") {
