@@ -10,10 +10,10 @@
 // Grid = (splits, kv heads * head chunks, batch): a split takes a contiguous share of the live
 // keys; with splits > 1 the block writes an unnormalised partial and decode_combine_kernel
 // merges the splits (second pass). Both kernels are programmatic dependent launches (Hopper PDL)
-// and let the next kernel launch as soon as they start: the combine's blocks are scheduled while
-// the split blocks still run and wait on the GPU for their results; and a decode kernel that
-// follows a decode step (the next layer or token) issues its first key loads while the previous
-// step drains, so back-to-back steps do not each pay a kernel-boundary gap and a cold memory pipe.
+// and let the next kernel launch before they end: the combine's blocks are scheduled while the
+// split blocks merge and wait on the GPU for their results; and a decode kernel that follows a
+// decode step (the next layer or token) issues its first key loads while the previous step
+// drains, so back-to-back steps do not each pay a kernel-boundary gap and a cold memory pipe.
 // What a decode kernel reads before its griddepcontrol.wait is only k and v of its first round of
 // keys; it is a dependent launch only when no first round holds the last live key, whose slot the
 // stream's previous kernel (the append) may be writing. q, out and the workspace wait.
@@ -80,10 +80,6 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
   __shared__ float red_m[kGroups][GT], red_l[kGroups][GT];
   __shared__ __align__(16) float red_acc[kGroups][GT][D];
 
-  // Lets the next kernel (the combine, or the next step's decode) be scheduled now; its
-  // griddepcontrol.wait still waits for this whole grid to finish and its writes to be visible.
-  // A no-op without a dependent launch.
-  cudaTriggerProgrammaticLaunchCompletion();
   const int tid = threadIdx.x, grp = tid / kLanes, lane = tid % kLanes;
   const int split = blockIdx.x, b = blockIdx.z;
   const int hk = blockIdx.y / p.chunks, h0 = hk * p.group + (blockIdx.y % p.chunks) * GT;
@@ -184,6 +180,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const Params p) {
     if (jb + kStep < j1) load_keys(jb + kStep);
   }
 
+  // No loads left: the next kernel (the combine, or the next step's decode) may be scheduled now,
+  // its first loads overlapping this grid's merges; its griddepcontrol.wait still waits for this
+  // whole grid to finish and its writes to be visible. (Triggered at the block's start instead,
+  // the next step's blocks take the SM slots and memory queues early: slower, experiments/results/
+  // decode.md.) A no-op without a dependent launch.
+  cudaTriggerProgrammaticLaunchCompletion();
+
   // Merge the groups: rescale each to the block's max and sum.
 #pragma unroll
   for (int g = 0; g < GT; ++g) {
@@ -242,6 +245,9 @@ __global__ void __launch_bounds__(D) decode_combine_kernel(const float* part_acc
 // One 16-byte vector per thread: rows (b, kv head) of the new token go to `slot`; k then v.
 __global__ void append_kernel(const uint4* k_new, const uint4* v_new, uint4* k_cache, uint4* v_cache, int rows,
                               int vecs, int slots, int slot) {
+  // The decode after it may start its first keys' loads now: it is a dependent launch only when
+  // those do not include the last live key, the one slot written here.
+  cudaTriggerProgrammaticLaunchCompletion();
   const int64_t total = int64_t(rows) * vecs;
   int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool is_v = i >= total;
