@@ -158,7 +158,9 @@ struct DecodeRow {
 DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf16>& pattern, size_t l2_bytes,
                     cudaStream_t stream) {
   const int b = o.block, w = o.bridge, W = o.window;
-  const DecodeShape pbb_sh{B, o.H, o.Hkv, hd, b}, ring_sh{B, o.H, o.Hkv, hd, W}, lin_sh{B, o.H, o.Hkv, hd, 2 * W};
+  // Caches laid out as nn/kv_cache.h stores them (rows per (sequence, head): kv_row_stride).
+  const DecodeShape pbb_sh{B, o.H, o.Hkv, hd, kv_row_stride(b)}, ring_sh{B, o.H, o.Hkv, hd, kv_row_stride(W)},
+      lin_sh{B, o.H, o.Hkv, hd, kv_row_stride(2 * W)};
   const size_t row_bytes = size_t(B) * o.Hkv * hd * 2 * 2;  // one key position: k and v, every sequence and head
   CacheCopies pbb(pbb_sh, rotation_copies(row_bytes * std::min(w, b), l2_bytes), pattern, stream);
   CacheCopies ring(ring_sh, rotation_copies(row_bytes * W, l2_bytes), pattern, stream);

@@ -102,12 +102,14 @@ LiveSlots KvSlotMap::live(int64_t t) const {
   return LiveSlots{SlotRange{}, SlotRange{0, int(t + 1)}};
 }
 
+int kv_row_stride(int slots) { return slots % 64 == 0 ? slots + 8 : slots; }
+
 KvCache::KvCache(const KvSlotMap& map, int batch, int kv_heads, int head_dim, DType dtype, Device device)
     : map_(map), B_(batch), Hkv_(kv_heads), D_(head_dim) {
   HYLO_CHECK(batch > 0 && kv_heads > 0 && head_dim > 0,
              "kv cache: sizes must be positive, got batch={} kv_heads={} head_dim={}", batch, kv_heads, head_dim);
   HYLO_CHECK(map.length() == 0, "kv cache: slot map already holds {} positions", map.length());
-  const Shape shape{batch, kv_heads, map.slots(), head_dim};
+  const Shape shape{batch, kv_heads, kv_row_stride(map.slots()), head_dim};
   // Zeros, not garbage: a never-written slot is never live, but a NaN there would still poison a
   // kernel that loads whole tiles.
   k_ = Tensor::zeros(shape, dtype, device, "kv cache k");

@@ -10,8 +10,8 @@
 //               W-1 positions move to slots [0, W-1)  a FlashAttention-style positional cache needs)
 //   full        max_len  t                             [0, t]
 //
-// Shape legend: B batch, Hkv kv heads, S slots, D head dim; k/v storage (B, Hkv, S, D) row-major,
-// new tokens k_BHD / v_BHD (B, Hkv, D).
+// Shape legend: B batch, Hkv kv heads, S slots, D head dim; k/v storage (B, Hkv, kv_row_stride(S), D)
+// row-major (rows past S are never written or read), new tokens k_BHD / v_BHD (B, Hkv, D).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -59,7 +59,14 @@ class KvSlotMap {
   int64_t length_ = 0, base_ = 0;  // base_: position held in slot 0 (linear SWA)
 };
 
-// One layer's cache: k and v (B, Hkv, S, D) tensors on the model's device, of its compute dtype
+// Rows stored per (sequence, kv head) for a cache of `slots` slots: `slots`, plus 8 when it is a
+// multiple of 64, so that consecutive (sequence, head) slices never start a multiple of 64 rows
+// apart. At b = W = 512 rows every block of a decode step reads the same offset of its slice at
+// once and they crowd the same DRAM channels: 520 rows made both decode kinds 5-6% faster at batch
+// 64 (experiments/results/decode.md).
+int kv_row_stride(int slots);
+
+// One layer's cache: k and v (B, Hkv, kv_row_stride(S), D) tensors on the model's device, of its compute dtype
 // (CPU f32/f64: the reference; CUDA bf16: the decode kernels). The slot rule stays on the host;
 // ops/decode.h writes and attends on whichever device the tensors live.
 class KvCache {
@@ -74,9 +81,9 @@ class KvCache {
   // slots: q_BHD (B, Hq, D) -> (B, Hq, D).
   Tensor attend(int64_t t, const Tensor& q_BHD) const;
   LiveSlots live(int64_t t) const { return map_.live(t); }
-  DecodeShape decode_shape(int q_heads) const { return DecodeShape{B_, q_heads, Hkv_, D_, map_.slots()}; }
+  DecodeShape decode_shape(int q_heads) const { return DecodeShape{B_, q_heads, Hkv_, D_, int(k_.size(2))}; }
 
-  const Tensor& k() const { return k_; }  // (B, Hkv, S, D)
+  const Tensor& k() const { return k_; }  // (B, Hkv, kv_row_stride(S), D)
   const Tensor& v() const { return v_; }
   const KvSlotMap& slot_map() const { return map_; }
   int slots() const { return map_.slots(); }

@@ -148,9 +148,12 @@ TEST_CASE("Flash-PBB cache allocates b slots and never moves an entry, SWA cache
   CHECK(ring.slots() == window);
   CHECK(linear.slots() == 2 * window);
   CHECK(full.slots() == 64);
-  CHECK(pbb.allocated_bytes() == 2 * size_t(B) * Hkv * block * D * sizeof(float));
-  CHECK(ring.allocated_bytes() == 2 * size_t(B) * Hkv * window * D * sizeof(float));
-  CHECK(linear.allocated_bytes() == 2 * ring.allocated_bytes());
+  // Storage rows per (sequence, head): the slots, plus 8 for a multiple of 64.
+  for (auto [slots, rows] : {std::pair{8, 8}, {16, 16}, {63, 63}, {64, 72}, {512, 520}, {1000, 1000}})
+    CHECK(kv_row_stride(slots) == rows);
+  CHECK(pbb.allocated_bytes() == 2 * size_t(B) * Hkv * kv_row_stride(block) * D * sizeof(float));
+  CHECK(ring.allocated_bytes() == 2 * size_t(B) * Hkv * kv_row_stride(window) * D * sizeof(float));
+  CHECK(linear.allocated_bytes() == 2 * size_t(B) * Hkv * kv_row_stride(2 * window) * D * sizeof(float));
 
   std::vector<float> kv(size_t(B) * Hkv * D);
   for (int t = 0; t < 61; ++t) {
