@@ -28,6 +28,8 @@
 #           and pbb(512,128) at hd 64/128, T 4096/16384 (scripts/ncu_mem_table.py): how close each
 #           runs to the memory system's limits
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512
+#   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
+#           same shapes
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it.
@@ -142,6 +144,8 @@ for stage in $stages; do
     decode)
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
         --json "$OUT/bench_decode.json" 2>&1 | tail -8 | tee -a "$summary" ;;
+    torch_decode)
+      OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
