@@ -132,9 +132,9 @@ double median_us(const std::function<void(int)>& launch, int iters, int warmup, 
 }
 
 // µs per step of `steps` consecutive decode steps step(0), ..., step(steps - 1) under one event
-// pair, as a decode loop issues them: no event between steps, so a step's launch and ramp can follow
-// the previous step's tail without the per-step pair's gaps. Median over iters runs; run k's steps
-// are step(k * steps + j), so the rotation over cache copies continues from run to run.
+// pair, as a decode loop issues them: no event between steps, so each step's dependent launch can
+// start its first loads during the previous step's tail. Median over iters runs; run k's steps are
+// step(k * steps + j), so the rotation over cache copies continues from run to run.
 double decode_run_us(const std::function<void(int)>& step, int steps, const DecodeOptions& o, cudaStream_t stream) {
   const auto one_run = [&](int k) {
     for (int j = 0; j < steps; ++j) step(k * steps + j);
@@ -255,7 +255,8 @@ void write_json(const std::string& path, const DecodeOptions& o, const std::stri
                   "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step "
                   "(decode + split combine), median; launches queued behind a GPU-side delay; caches rotated over "
                   "copies holding >= 4x L2 of live bytes\", \"run\": \"per step of a run of consecutive steps "
-                  "(pbb: all b offsets, swa: all W ring positions) under one event pair, median of iters runs\", \"pbb\": \"mean over all b block offsets at t = b + r\", "
+                  "(pbb: all b offsets, swa: all W ring positions) under one event pair, median of iters runs\", "
+                  "\"pbb\": \"mean over all b block offsets at t = b + r\", "
                   "\"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", \"gbps\": \"live k+v bytes "
                   "read / step time\"}}",
                   o.H, o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup),
