@@ -18,7 +18,7 @@
 // keys; it is a dependent launch only when no first round holds the last live key, whose slot the
 // stream's previous kernel (the append) may be writing. q, out and the workspace wait.
 //
-// Legend: GT query heads per block (a divisor of the GQA group, <= 8), U keys per lane group per
+// Legend: GT query heads per block (1 or 2, a divisor of the GQA group), U keys per lane group per
 // iteration.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -281,11 +281,11 @@ __global__ void delay_kernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
-// Query heads per block: the largest of 8, 4, 2, 1 that divides the GQA group.
-int heads_per_block(int group) {
-  for (int gt : {8, 4, 2}) if (group % gt == 0) return gt;
-  return 1;
-}
+// Query heads per block: 2 for an even GQA group, else 1. More would read each k/v row fewer times
+// from L2, but every head holds q and an accumulator in registers: 4 heads took 161 registers at
+// hd128 (3 blocks per SM), 8 took 245 (2). With 2, GQA steps ran up to 25% faster; one of the 16
+// measured cases, 10% slower (experiments/results/decode.md).
+int heads_per_block(int group) { return group % 2 == 0 ? 2 : 1; }
 
 int keys_per_step(int D) { return (kThreads / (D / 8)) * (D == 64 ? kKeysPerGroup<64> : kKeysPerGroup<128>); }
 
@@ -349,12 +349,10 @@ template <int D>
 void launch_for_dim(const Params& p, int gt, dim3 grid, cudaStream_t stream) {
   // The last split's first round [j0, j0 + step) holds the last live key when the split is that short.
   const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > keys_per_step(D);
-  switch (gt) {
-    case 8: launch(decode_kernel<D, 8>, dependent, grid, kThreads, stream, p); break;
-    case 4: launch(decode_kernel<D, 4>, dependent, grid, kThreads, stream, p); break;
-    case 2: launch(decode_kernel<D, 2>, dependent, grid, kThreads, stream, p); break;
-    default: launch(decode_kernel<D, 1>, dependent, grid, kThreads, stream, p); break;
-  }
+  if (gt == 2)
+    launch(decode_kernel<D, 2>, dependent, grid, kThreads, stream, p);
+  else
+    launch(decode_kernel<D, 1>, dependent, grid, kThreads, stream, p);
   if (p.splits > 1)
     launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, stream,
            static_cast<const float*>(p.part_acc), static_cast<const float2*>(p.part_ml), p.out, p.splits);

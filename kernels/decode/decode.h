@@ -1,8 +1,9 @@
 // CUDA decode attention (SPEC §1, §5): one query token per sequence against one layer's bf16 KV
 // cache, fp32 softmax. One kernel serves every cache kind (Flash-PBB b slots, SWA ring, linear
 // SWA, full): it reads only the live slots, given as at most two contiguous ranges (LiveSlots,
-// nn/kv_cache.h computes them). GQA-aware: one thread block handles all query heads that share a
-// kv head, so each cached row is read once. Split-KV when the batch is too small to fill the GPU
+// nn/kv_cache.h computes them). GQA-aware: a thread block handles two query heads that share a kv
+// head (one for an odd group), so a cached row is read once per pair of heads, the repeats mostly
+// from L2. Split-KV when the batch is too small to fill the GPU
 // (partial (max, sum, acc) combined in a second pass). Head dims 64 and 128. Plain C++
 // declarations so that g++-compiled callers can include this header.
 //
