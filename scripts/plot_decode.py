@@ -48,7 +48,7 @@ def main():
     ax.plot(mid, keys * us_per_key, "k:", label=f"live k/v bytes at the copy rate ({result['copy_TBps']:.2f} TB/s)")
     ax.axhline(window * us_per_key, color="C1", ls=":")
     ax.plot(mid, intercept + slope * keys, "C0--", lw=1,
-            label=f"fit {intercept:.1f} us + {slope:.3f} us/key (offsets > {bridge})")
+            label=f"fit {intercept:.1f} us + {slope:.3f} us/key (offsets >= {bridge})")
     ax.set_xlabel("block offset r = t mod b")
     ax.set_ylabel("us per decode step (one layer)")
     ax.set_title(f"{result['device']}, batch {args.batch}, hd {args.hd}, H={heads}: "

@@ -330,6 +330,7 @@ void check_cache_shape(const DecodeShape& s) {
 }
 
 // kernel<<<grid, threads>>>(args...) on `stream`, a programmatic dependent launch if `dependent`.
+// A failed launch is left to the caller's HYLO_CUDA_LAUNCH_CHECK, which names the kernel.
 template <class... KernelParams, class... Args>
 void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int threads, cudaStream_t stream,
             Args... args) {
@@ -342,7 +343,7 @@ void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int thre
   config.stream = stream;
   config.attrs = pdl;
   config.numAttrs = dependent ? 1 : 0;
-  HYLO_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  (void)cudaLaunchKernelEx(&config, kernel, args...);  // its error is also cudaGetLastError's
 }
 
 template <int D>
@@ -353,9 +354,12 @@ void launch_for_dim(const Params& p, int gt, dim3 grid, cudaStream_t stream) {
     launch(decode_kernel<D, 2>, dependent, grid, kThreads, stream, p);
   else
     launch(decode_kernel<D, 1>, dependent, grid, kThreads, stream, p);
-  if (p.splits > 1)
+  HYLO_CUDA_LAUNCH_CHECK("decode_kernel");
+  if (p.splits > 1) {
     launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, stream,
            static_cast<const float*>(p.part_acc), static_cast<const float2*>(p.part_ml), p.out, p.splits);
+    HYLO_CUDA_LAUNCH_CHECK("decode_combine_kernel");
+  }
 }
 
 void check_shape(const DecodeShape& s) {

@@ -7,7 +7,8 @@
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
 // Second figure, "run": whole runs of consecutive steps (PBB every block offset, SWA every ring
 // position) under one event pair, the tokens/s a decode loop sustains: no event records between
-// steps, each step's launch already queued when the previous one ends.
+// steps. It assumes the host issues a step (1-2 launches) faster than the GPU runs it (>= 9 µs at
+// the shapes of experiments/results/decode.md), so the queue does not run dry.
 #include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"

@@ -62,8 +62,8 @@ class KvSlotMap {
 // Rows stored per (sequence, kv head) for a cache of `slots` slots: `slots`, plus 8 when it is a
 // multiple of 64, so that consecutive (sequence, head) slices never start a multiple of 64 rows
 // apart. At b = W = 512 rows every block of a decode step reads the same offset of its slice at
-// once and they crowd the same DRAM channels: 520 rows made both decode kinds 5-6% faster at batch
-// 64 (experiments/results/decode.md).
+// once and they crowd the same DRAM channels: 520 rows made SWA decode 5-6% and PBB 1-5% faster at
+// batch 64 (experiments/results/decode.md).
 int kv_row_stride(int slots);
 
 // One layer's cache: k and v (B, Hkv, kv_row_stride(S), D) tensors on the model's device, of its compute dtype

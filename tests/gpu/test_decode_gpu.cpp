@@ -252,7 +252,7 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
       CAPTURE(c.B);
       CAPTURE(c.D);
       CAPTURE(map.slots());
-      CHECK(max_splits >= (c.B == 16 ? 2 : 1));
+      if (c.B == 16) CHECK(max_splits >= 2);  // the combine and the shared workspace are exercised
       CHECK(worst <= 1e-2);
       std::printf("back-to-back decode B=%d D=%d, cache of %d slots (kind %d, up to %d splits): worst rel err %.2e\n",
                   c.B, c.D, map.slots(), int(map.kind()), max_splits, worst);

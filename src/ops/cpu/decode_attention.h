@@ -40,7 +40,7 @@ struct SlotMove {
 
 struct DecodeShape {
   int B = 0, Hq = 0, Hkv = 0, D = 0;
-  int slots = 0;  // S: allocated slots per (sequence, kv head)
+  int slots = 0;  // S: rows stored per (sequence, kv head), >= the cache's slots (kv_row_stride)
 };
 
 // Throws (HYLO_CHECK) unless sizes are positive, Hq % Hkv == 0, and the live ranges are non-empty
