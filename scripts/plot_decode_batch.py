@@ -1,0 +1,50 @@
+#!/usr/bin/python3
+"""Plots Flash-PBB/Flash-SWA decode step-time ratios by batch from one `hylo bench decode --json`
+result run at several batches: per step (events around each step) and per step of a run (steps
+queued back to back), one line per head dim, against the ratio of the live key counts (the bound
+when a step costs only its bytes) and the issue's 1.8x target.
+
+    scripts/plot_decode_batch.py experiments/results/decode_h200_v13.json --out decode_batch.png
+"""
+import argparse
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    result = json.load(open(args.json))
+    rows = result["rows"]
+    keys_ratio = result["settings"]["swa_W"] / rows[0]["pbb_avg_keys"]
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, hd in enumerate(sorted({r["D"] for r in rows})):
+        mine = sorted((r for r in rows if r["D"] == hd), key=lambda r: r["batch"])
+        batches = [r["batch"] for r in mine]
+        ax.plot(batches, [r["ratio_pbb_swa"] for r in mine], "o-", color=f"C{i}", label=f"hd {hd}, per step")
+        ax.plot(batches, [r["ratio_run"] for r in mine], "s--", color=f"C{i}", label=f"hd {hd}, run of steps")
+    ax.axhline(keys_ratio, color="k", ls=":", label=f"live keys SWA/PBB = {keys_ratio:.2f}")
+    ax.axhline(1.8, color="C3", lw=1, label="target 1.8")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sorted({r["batch"] for r in rows}))
+    ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.set_xlabel("batch (sequences decoded together)")
+    ax.set_ylabel("SWA / PBB step time")
+    s = result["settings"]
+    ax.set_title(f"{result['device']}, H={s['H']}, b=W={s['swa_W']}, w={s['pbb_w']}: Flash-PBB over Flash-SWA",
+                 fontsize=10)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=120)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
