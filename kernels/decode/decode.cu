@@ -31,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention/attention_common.cuh"
 #include "kernels/common/common.cuh"
 #include "kernels/decode/decode.h"
 
@@ -53,6 +54,14 @@ constexpr int kThreads = 128;
 template <int D> constexpr int kKeysPerGroup = D == 64 ? HYLO_DECODE_KEYS64 : HYLO_DECODE_KEYS128;
 constexpr int kMaxSplits = 32;
 constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about this many blocks per SM
+#ifndef HYLO_DECODE_MMA_MIN_GROUP
+#define HYLO_DECODE_MMA_MIN_GROUP 3
+#endif
+#ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
+#define HYLO_DECODE_MMA_BLOCKS_PER_SM 3
+#endif
+constexpr int kMinMmaGroup = HYLO_DECODE_MMA_MIN_GROUP;        // GQA groups served by decode_mma_kernel
+constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;  // its split target (3 resident at hd128)
 
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
@@ -75,6 +84,37 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&f)[8]) {
     // bf16 -> f32 is a 16-bit shift: low half is element 2i, high half element 2i+1.
     f[2 * i] = __uint_as_float(w[i] << 16);
     f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+// The block's Parts partial softmax states of Rows query heads (h0..h0 + rows - 1 of sequence b)
+// merged, each rescaled to the common max: the output rows, or with splits the split's partial
+// (unnormalised sums, max, sum) for decode_combine_kernel. m holds maxima of scaled log2 scores
+// (-inf for a part that saw no key), l the sums of exp2(score - max), acc the weighted v sums.
+template <int Parts, int Rows, int D>
+__device__ __forceinline__ void merge_and_store(const Params& p, const float (*m)[Rows], const float (*l)[Rows],
+                                                const float (*acc)[Rows][D], int rows, int b, int h0, int split,
+                                                int tid, int threads) {
+  for (int idx = tid; idx < rows * D; idx += threads) {
+    const int g = idx / D, d = idx % D;
+    float M = -INFINITY;
+#pragma unroll
+    for (int r = 0; r < Parts; ++r) M = fmaxf(M, m[r][g]);
+    float L = 0.f, A = 0.f;
+#pragma unroll
+    for (int r = 0; r < Parts; ++r) {
+      const float w = exp2f(m[r][g] - M);  // 0 for a part that saw no key (M is finite)
+      L = fmaf(l[r][g], w, L);
+      A = fmaf(acc[r][g][d], w, A);
+    }
+    const size_t bh = size_t(b) * p.Hq + h0 + g;
+    if (p.splits == 1) {
+      p.out[bh * D + d] = __float2bfloat16(A / L);
+    } else {
+      const size_t row = bh * p.splits + split;
+      p.part_acc[row * D + d] = A;
+      if (d == 0) p.part_ml[row] = make_float2(M, L);
+    }
   }
 }
 
@@ -208,27 +248,137 @@ __global__ void __launch_bounds__(kThreads, GT == 1 ? kBlocksPerSm : 0) decode_k
     dst[1] = make_float4(acc[g][4], acc[g][5], acc[g][6], acc[g][7]);
   }
   __syncthreads();
-  for (int idx = tid; idx < GT * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float M = -INFINITY;
+  merge_and_store<kGroups, GT, D>(p, red_m, red_l, red_acc, GT, b, h0, split, tid, kThreads);
+}
+
+// ---- GQA groups of 3+ heads: every head of a kv head in one block, on tensor cores ----------------
+// The lane-group kernel holds q and an accumulator per head in registers, so it takes at most two
+// heads per block and a group of 4 or 8 reads each k/v row 2 or 4 times (the repeats from L2).
+// Here the group's heads are the 16 rows (zero-padded) of an mma.sync m16n8k16 product, as a
+// query tile is in the training forward: S = Q K^T and O += P V on tensor cores, every k/v row read
+// once per block. Each of the kMmaWarps warps takes rounds of 16 consecutive live keys in turn
+// (round i of the block goes to warp i % kMmaWarps) and keeps its own online softmax over them; the
+// warps merge at the end as the lane groups do. A warp's k and v rows go by cp.async into its own
+// two-stage shared buffer (swizzled tiles, attention_common.cuh): the next round is in flight while
+// one is computed, with no register cost, and warps never wait for each other until the merge.
+constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;  // keys per warp round
+constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // one round of every warp
+
+template <int D>
+struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp two stages of (k, v)
+  static constexpr int kTile = kMmaRows * D * 2;
+  static constexpr int kStage = 2 * kTile;
+  static constexpr uint32_t stage(int warp, int s) { return uint32_t(kTile + (warp * 2 + s) * kStage); }
+  static constexpr int kBytes = kTile + kMmaWarps * 2 * kStage;
+  static_assert(kMmaWarps * kMmaRows * D * 4 <= kMmaWarps * 2 * kStage, "the merge reuses the stages");
+};
+
+template <int D>
+__global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p) {
+  using namespace attn;
+  using L = MmaLayout<D>;
+  extern __shared__ __align__(1024) unsigned char smem[];
+  __shared__ float red_m[kMmaWarps][kMmaRows], red_l[kMmaWarps][kMmaRows];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int split = blockIdx.x, b = blockIdx.z, chunk = blockIdx.y % p.chunks;
+  const int hk = blockIdx.y / p.chunks, h0 = hk * p.group + chunk * kMmaRows;
+  const int heads = min(kMmaRows, p.group - chunk * kMmaRows);
+  const int j0 = split * p.keys_per_split, j1 = min(p.keys, j0 + p.keys_per_split);
+  const size_t head_row = (size_t(b) * p.Hkv + hk) * p.slots;
+  const __nv_bfloat16 *k_S = p.k + head_row * D, *v_S = p.v + head_row * D;
+  const uint32_t s_base = smem_u32(smem), sQ = s_base;
+
+  // cp.async of the k and v rows of keys [jb, jb + 16) into stage st (zeros past the split's end);
+  // 16 lanes read each 2 * D-byte row. Always one commit group per call, empty or not, so that the
+  // wait below counts rounds.
+  constexpr int kChunks = D / 8;
+  auto load_round = [&](int jb, int st) {
+    if (jb < j1) {
+      const uint32_t sK = s_base + L::stage(warp, st), sV = sK + L::kTile;
 #pragma unroll
-    for (int r = 0; r < kGroups; ++r) M = fmaxf(M, red_m[r][g]);
-    float L = 0.f, A = 0.f;
-#pragma unroll
-    for (int r = 0; r < kGroups; ++r) {
-      const float w = exp2f(red_m[r][g] - M);  // 0 for a group that saw no key (M is finite)
-      L = fmaf(red_l[r][g], w, L);
-      A = fmaf(red_acc[r][g][d], w, A);
+      for (int i = lane; i < kMmaRows * kChunks; i += 32) {
+        const int r = i / kChunks, c = i % kChunks, j = jb + r;
+        const bool inside = j < j1;
+        const size_t off = inside ? size_t(p.live.slot(j)) * D + c * 8 : 0;
+        cp_async_16(sK + swizzled<kMmaRows>(r, c), k_S + off, inside ? 16 : 0);
+        cp_async_16(sV + swizzled<kMmaRows>(r, c), v_S + off, inside ? 16 : 0);
+      }
     }
-    const size_t bh = size_t(b) * p.Hq + h0 + g;
-    if (p.splits == 1) {
-      p.out[bh * D + d] = __float2bfloat16(A / L);
-    } else {
-      const size_t row = bh * p.splits + split;
-      p.part_acc[row * D + d] = A;
-      if (d == 0) p.part_ml[row] = make_float2(M, L);
-    }
+    cp_async_commit();
+  };
+  auto round_start = [&](int i) { return j0 + (i * kMmaWarps + warp) * kMmaRows; };
+
+  // As in decode_kernel: the first keys' loads go out before the wait on the previous kernel, q's
+  // after it (zero rows past the group's heads).
+  load_round(round_start(0), 0);
+  cudaGridDependencySynchronize();
+  for (int i = tid; i < kMmaRows * kChunks; i += kMmaThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool inside = r < heads;
+    cp_async_16(sQ + swizzled<kMmaRows>(r, c), p.q + ((size_t(b) * p.Hq + h0 + (inside ? r : 0)) * D + c * 8),
+                inside ? 16 : 0);
   }
+  cp_async_commit();
+  load_round(round_start(1), 1);
+  cp_async_wait_group<1>();  // round 0 and q
+  __syncthreads();           // q from every thread
+
+  float o[D / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
+  zero_acc(o);
+  for (int i = 0; round_start(i) < j1; ++i) {
+    const int jb = round_start(i);
+    const uint32_t sK = s_base + L::stage(warp, i & 1), sV = sK + L::kTile;
+    cp_async_wait_group<1>();  // this round landed; the next may still be in flight
+    __syncwarp();
+    float sc[2][4];
+    zero_acc(sc);
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      uint32_t a[4], kb[4];
+      load_frag_a<kMmaRows>(a, sQ, 0, ks, lane);
+      load_frag_b_pair<kMmaRows>(kb, sK, 0, ks, lane);
+      mma_16816_x2(sc[0], sc[1], a, kb);
+    }
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (jb + t * 8 + 2 * (lane & 3) + (e & 1) >= j1) sc[t][e] = -INFINITY;
+    online_softmax<2, D / 8>(sc, o, row_max, row_sum, p.scale_log2);
+    uint32_t pa[4];
+    c_to_a<2>(pa, sc, 0);
+#pragma unroll
+    for (int np = 0; np < D / 16; ++np) {
+      uint32_t vb[4];
+      load_frag_b_pair_trans<kMmaRows>(vb, sV, 0, np, lane);
+      mma_16816_x2(o[2 * np], o[2 * np + 1], pa, vb);
+    }
+    __syncwarp();                          // every lane's reads of this stage are done
+    load_round(round_start(i + 2), i & 1);  // refill it
+  }
+  cp_async_wait_all();
+  cudaTriggerProgrammaticLaunchCompletion();  // as in decode_kernel
+
+  // Merge the warps through the (now idle) stage buffers: rows g and g + 8 of this thread.
+  __syncthreads();
+  auto red_acc = reinterpret_cast<float(*)[kMmaRows][D]>(smem + L::kTile);
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float sum = row_sum[half];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (c == 0) {
+      red_m[warp][g + 8 * half] = row_max[half] * p.scale_log2;  // scaled log2 units, as decode_kernel's
+      red_l[warp][g + 8 * half] = sum;
+    }
+#pragma unroll
+    for (int nt = 0; nt < D / 8; ++nt)
+      *reinterpret_cast<float2*>(&red_acc[warp][g + 8 * half][nt * 8 + 2 * c]) =
+          make_float2(o[nt][2 * half], o[nt][2 * half + 1]);
+  }
+  __syncthreads();
+  merge_and_store<kMmaWarps, kMmaRows, D>(p, red_m, red_l, red_acc, heads, b, h0, split, tid, kMmaThreads);
 }
 
 // Second pass of split-KV: one block of D threads per (b, query head).
@@ -290,13 +440,27 @@ __global__ void delay_kernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
-// Query heads per block: 2 for an even GQA group, else 1. More would read each k/v row fewer times
-// from L2, but every head holds q and an accumulator in registers: 4 heads took 161 registers at
-// hd128 (3 blocks per SM), 8 took 245 (2). With 2, GQA steps ran up to 25% faster; one of the 16
-// measured cases, 10% slower (experiments/results/decode.md).
-int heads_per_block(int group) { return group % 2 == 0 ? 2 : 1; }
+// Which kernel serves a shape and how it divides the work. Groups of kMinMmaGroup or more heads go
+// to decode_mma_kernel (each k/v row read once per block of up to 16 heads). Smaller groups take
+// decode_kernel with 2 query heads per block for an even group, else 1: every head holds q and an
+// accumulator in registers there (4 heads took 161 registers at hd128, 3 blocks per SM; 8 took
+// 245, 2), experiments/results/decode.md.
+struct Plan {
+  bool mma;
+  int heads;          // query heads per block
+  int chunks;         // blocks per (sequence, kv head, split)
+  int keys_per_step;  // live keys a block covers per round of all its warps or lane groups
+  int blocks_per_sm;  // the split target: about this many blocks per SM
+};
 
-int keys_per_step(int D) { return (kThreads / (D / 8)) * (D == 64 ? kKeysPerGroup<64> : kKeysPerGroup<128>); }
+Plan plan_for(const DecodeShape& s) {
+  const int group = s.Hq / s.Hkv;
+  if (group >= kMinMmaGroup)
+    return {true, kMmaRows, (group + kMmaRows - 1) / kMmaRows, kMmaKeysPerStep, kMmaBlocksPerSm};
+  const int heads = group % 2 == 0 ? 2 : 1;
+  const int step = (kThreads / (s.D / 8)) * (s.D == 64 ? kKeysPerGroup<64> : kKeysPerGroup<128>);
+  return {false, heads, group / heads, step, kBlocksPerSm};
+}
 
 // Read once: the split choice asks for it at every decode step (hylo drives one GPU per process).
 int sm_count() {
@@ -309,14 +473,14 @@ int sm_count() {
   return sms;
 }
 
-// Splits asked for before empty ones are dropped: about kBlocksPerSm blocks per SM, at least one
-// block iteration of keys per split. Non-decreasing in keys, so it bounds the workspace.
+// Splits asked for before empty ones are dropped: about the plan's blocks per SM, at least one
+// block round of keys per split. Non-decreasing in keys, so it bounds the workspace.
 int requested_splits(const DecodeShape& shape, int keys) {
   if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0 || keys <= 0) return 1;
-  const int group = shape.Hq / shape.Hkv;
-  const int64_t blocks = int64_t(shape.B) * shape.Hkv * (group / heads_per_block(group));
-  const int64_t splits = std::min<int64_t>(
-      {int64_t(sm_count()) * kBlocksPerSm / std::max<int64_t>(blocks, 1), keys / keys_per_step(shape.D), kMaxSplits});
+  const Plan plan = plan_for(shape);
+  const int64_t blocks = int64_t(shape.B) * shape.Hkv * plan.chunks;
+  const int64_t splits = std::min<int64_t>({int64_t(sm_count()) * plan.blocks_per_sm / std::max<int64_t>(blocks, 1),
+                                            keys / plan.keys_per_step, kMaxSplits});
   return int(std::max<int64_t>(splits, 1));
 }
 
@@ -338,10 +502,10 @@ void check_cache_shape(const DecodeShape& s) {
                     s.slots, s.D);
 }
 
-// kernel<<<grid, threads>>>(args...) on `stream`, a programmatic dependent launch if `dependent`.
-// A failed launch is left to the caller's HYLO_CUDA_LAUNCH_CHECK, which names the kernel.
+// kernel<<<grid, threads, smem>>>(args...) on `stream`, a programmatic dependent launch if
+// `dependent`. A failed launch is left to the caller's HYLO_CUDA_LAUNCH_CHECK, which names the kernel.
 template <class... KernelParams, class... Args>
-void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int threads, cudaStream_t stream,
+void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int threads, int smem, cudaStream_t stream,
             Args... args) {
   cudaLaunchAttribute pdl[1];
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -349,6 +513,7 @@ void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int thre
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = dim3(unsigned(threads));
+  config.dynamicSmemBytes = size_t(smem);
   config.stream = stream;
   config.attrs = pdl;
   config.numAttrs = dependent ? 1 : 0;
@@ -356,16 +521,27 @@ void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int thre
 }
 
 template <int D>
-void launch_for_dim(const Params& p, int gt, dim3 grid, cudaStream_t stream) {
+void launch_for_dim(const Params& p, const Plan& plan, dim3 grid, cudaStream_t stream) {
   // The last split is one round, whose loads go out before the wait, when it has at most a step's keys.
-  const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > keys_per_step(D);
-  if (gt == 2)
-    launch(decode_kernel<D, 2>, dependent, grid, kThreads, stream, p);
-  else
-    launch(decode_kernel<D, 1>, dependent, grid, kThreads, stream, p);
-  HYLO_CUDA_LAUNCH_CHECK("decode_kernel");
+  const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > plan.keys_per_step;
+  if (plan.mma) {
+    static const bool reserved = [] {  // above the 48 KB default at hd128; set once per process
+      HYLO_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           MmaLayout<D>::kBytes));
+      return true;
+    }();
+    (void)reserved;
+    launch(decode_mma_kernel<D>, dependent, grid, kMmaThreads, MmaLayout<D>::kBytes, stream, p);
+    HYLO_CUDA_LAUNCH_CHECK("decode_mma_kernel");
+  } else {
+    if (plan.heads == 2)
+      launch(decode_kernel<D, 2>, dependent, grid, kThreads, 0, stream, p);
+    else
+      launch(decode_kernel<D, 1>, dependent, grid, kThreads, 0, stream, p);
+    HYLO_CUDA_LAUNCH_CHECK("decode_kernel");
+  }
   if (p.splits > 1) {
-    launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, stream,
+    launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, 0, stream,
            static_cast<const float*>(p.part_acc), static_cast<const float2*>(p.part_ml), p.out, p.splits);
     HYLO_CUDA_LAUNCH_CHECK("decode_combine_kernel");
   }
@@ -409,7 +585,8 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
                     live.older.end, live.newer.begin, live.newer.end, shape.slots);
   HYLO_CUDA_REQUIRE(aligned16(q_BHD) && aligned16(k_BHSD) && aligned16(v_BHSD) && aligned16(out_BHD),
                     "decode: q, k, v and out must be 16-byte aligned");
-  const int group = shape.Hq / shape.Hkv, gt = heads_per_block(group);
+  const int group = shape.Hq / shape.Hkv;
+  const Plan plan = plan_for(shape);
   int splits = requested_splits(shape, keys), per = 0;
   split_keys(keys, splits, per);
 
@@ -422,7 +599,7 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
   p.Hq = shape.Hq;
   p.Hkv = shape.Hkv;
   p.group = group;
-  p.chunks = group / gt;
+  p.chunks = plan.chunks;
   p.slots = shape.slots;
   p.keys = keys;
   p.splits = splits;
@@ -438,9 +615,9 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
   }
   const dim3 grid(splits, shape.Hkv * p.chunks, shape.B);
   if (shape.D == 64)
-    launch_for_dim<64>(p, gt, grid, stream);
+    launch_for_dim<64>(p, plan, grid, stream);
   else
-    launch_for_dim<128>(p, gt, grid, stream);
+    launch_for_dim<128>(p, plan, grid, stream);
 }
 
 void kv_cache_append(const DecodeShape& shape, int slot, const bf16* k_BHD, const bf16* v_BHD, bf16* k_BHSD,

@@ -117,7 +117,8 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
   struct Heads {
     int Hq, Hkv;
   };
-  const std::vector<Heads> heads = {{2, 2}, {8, 2}, {6, 2}, {16, 2}};  // MHA; GQA groups 4, 3, 8
+  // MHA; GQA groups 4, 3, 8 and 24 (decode_mma_kernel from 3 on; 24 = blocks of 16 + 8 heads)
+  const std::vector<Heads> heads = {{2, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
   int index = 0;
   double worst = 0;
@@ -209,7 +210,8 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
   };
   const int T = 300;
   uint64_t seed = 9500;
-  for (const Case c : {Case{16, 4, 2, 64}, Case{64, 16, 16, 128}})  // split-KV up to 4; one pass, 1024 blocks
+  // split-KV up to 4; one pass, 1024 blocks; GQA group 8 on tensor cores, split
+  for (const Case c : {Case{16, 4, 2, 64}, Case{64, 16, 16, 128}, Case{16, 16, 2, 128}})
     for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(96)}) {
       KvCache host(map, c.B, c.Hkv, c.D);
       const DecodeShape sh = host.decode_shape(c.Hq);
