@@ -58,10 +58,10 @@ constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about th
 #define HYLO_DECODE_MMA_MIN_GROUP 3
 #endif
 #ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
-#define HYLO_DECODE_MMA_BLOCKS_PER_SM 3
+#define HYLO_DECODE_MMA_BLOCKS_PER_SM 1
 #endif
 constexpr int kMinMmaGroup = HYLO_DECODE_MMA_MIN_GROUP;        // GQA groups served by decode_mma_kernel
-constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;  // its split target (3 resident at hd128)
+constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;  // its split target: fill the SMs once
 
 struct Params {
   const __nv_bfloat16 *q, *k, *v;
