@@ -1,11 +1,11 @@
 // CUDA decode attention (SPEC §1, §5): one query token per sequence against one layer's bf16 KV
-// cache, fp32 softmax. One kernel serves every cache kind (Flash-PBB b slots, SWA ring, linear
-// SWA, full): it reads only the live slots, given as at most two contiguous ranges (LiveSlots,
-// nn/kv_cache.h computes them). GQA-aware: a thread block handles two query heads that share a kv
-// head (one for an odd group), so a cached row is read once per pair of heads, the repeats mostly
-// from L2. Split-KV when the batch is too small to fill the GPU
-// (partial (max, sum, acc) combined in a second pass). Head dims 64 and 128. Plain C++
-// declarations so that g++-compiled callers can include this header.
+// cache, fp32 softmax. One kernel per head layout serves every cache kind (Flash-PBB b slots, SWA
+// ring, linear SWA, full): it reads only the live slots, given as at most two contiguous ranges
+// (LiveSlots, nn/kv_cache.h computes them). MHA: one query head per thread block. GQA: a block
+// takes all (up to 16) query heads of a kv head on tensor cores, so each cached row is read once
+// per step. Split-KV when the batch is too small to fill the GPU (partial (max, sum, acc) combined
+// in a second pass). Head dims 64 and 128. Plain C++ declarations so that g++-compiled callers can
+// include this header.
 //
 // Shape legend (as ops/cpu/decode_attention.h): q_BHD (B, Hq, D), k_BHSD / v_BHSD (B, Hkv, S, D),
 // out_BHD (B, Hq, D), new tokens k_BHD / v_BHD (B, Hkv, D). All bf16, row-major, contiguous,

@@ -117,8 +117,8 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
   struct Heads {
     int Hq, Hkv;
   };
-  // MHA; GQA groups 4, 3, 8 and 24 (decode_mma_kernel from 3 on; 24 = blocks of 16 + 8 heads)
-  const std::vector<Heads> heads = {{2, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
+  // MHA; GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
+  const std::vector<Heads> heads = {{2, 2}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
   int index = 0;
   double worst = 0;
@@ -126,7 +126,9 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
     for (int B : {1, 16, 64})
       for (KvCacheKind kind :
            {KvCacheKind::pbb, KvCacheKind::swa_ring, KvCacheKind::swa_linear, KvCacheKind::full}) {
-        const Heads h = heads[size_t(index++ + B) % heads.size()];  // every group with every kind and D
+        // The 24 (D, B, kind) cases give each of the 6 head layouts every kind, at both head dims.
+        const Heads h = heads[size_t(index / 4 + index % 4) % heads.size()];
+        ++index;
         int max_splits = 1;
         const double err = check_kind(kind, B, h.Hq, h.Hkv, D, seed += 10, max_splits);
         std::printf("decode D=%3d B=%2d Hq=%2d Hkv=%d %-15s worst rel err %.2e (up to %d splits)\n", D, B, h.Hq, h.Hkv,
@@ -211,8 +213,9 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
   };
   const int T = 300;
   uint64_t seed = 9500;
-  // split-KV up to 4; one pass, 1024 blocks; GQA group 8 on tensor cores, split on the PBB cache
-  for (const Case c : {Case{16, 4, 2, 64, true}, Case{64, 16, 16, 128, false}, Case{16, 16, 2, 128, false}})
+  // MHA split-KV up to 4; MHA in one pass, 1024 blocks; GQA groups 2 and 8, split on the PBB cache
+  for (const Case c : {Case{16, 4, 4, 64, true}, Case{64, 16, 16, 128, false}, Case{16, 4, 2, 64, false},
+                       Case{16, 16, 2, 128, false}})
     for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(96)}) {
       KvCache host(map, c.B, c.Hkv, c.D);
       const DecodeShape sh = host.decode_shape(c.Hq);
