@@ -10,7 +10,7 @@
 // attention_common.cuh): the next round is in flight while one is computed, with no register cost,
 // and warps never wait for each other until the merge. Against two heads per block in the MHA
 // kernel's registers (each row read group / 2 times, the repeats from L2), GQA steps at batch 64
-// ran 1.03-1.8x faster (experiments/results/decode.md).
+// ran 1.03-2.15x faster (experiments/results/decode.md).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -25,7 +25,8 @@ namespace hylo::cuda::decode {
 #ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
 #define HYLO_DECODE_MMA_BLOCKS_PER_SM 1
 #endif
-constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;  // keys per warp round
+// kMmaRows: the 16 rows of an m16n8k16 product, query heads in a block and keys in a warp's round.
+constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;
 constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // one round of every warp
 // Split target: splits only until every SM has a block (2, 3 or 4 per SM measured slower: the
 // combine costs more than the longer key chains).
