@@ -33,9 +33,6 @@ namespace hylo::cuda::decode {
 #ifndef HYLO_DECODE_BLOCKS_PER_SM
 #define HYLO_DECODE_BLOCKS_PER_SM 8
 #endif
-#ifndef HYLO_DECODE_PREFETCH_ROUNDS
-#define HYLO_DECODE_PREFETCH_ROUNDS 0
-#endif
 constexpr int kThreads = 128;
 // Keys per lane group per iteration: the k and v loads each lane has in flight.
 template <int D>
@@ -43,7 +40,6 @@ constexpr int kKeysPerGroup = D == 64 ? HYLO_DECODE_KEYS64 : HYLO_DECODE_KEYS128
 template <int D>
 constexpr int kMhaKeysPerStep = kThreads / (D / 8) * kKeysPerGroup<D>;  // one round of the block
 constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about this many blocks per SM
-constexpr int kPrefetchRounds = HYLO_DECODE_PREFETCH_ROUNDS;  // rounds ahead requested into L2
 
 __device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));  // ld.global.nc.v4: read-only path
@@ -75,20 +71,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
   const size_t head_row = (size_t(b) * p.Hkv + h) * p.slots;  // first cache row of (b, h)
   const __nv_bfloat16* k_S = p.k + head_row * D + lane * 8;
   const __nv_bfloat16* v_S = p.v + head_row * D + lane * 8;
-  // The k and v rows of the round from jb on toward L2 (no registers): one request per 128-byte
-  // line. L2 is where the append's write lands, so a row requested early is never read stale.
-  auto prefetch_keys = [&](int jb) {
-    const int n = min(step, j1 - jb);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int j = jb + u * kGroups + grp;
-      if (u * kGroups + grp < n && lane % 8 == 0) {
-        const size_t row = size_t(p.live.slot(j)) * D;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(k_S + row));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(v_S + row));
-      }
-    }
-  };
   // This group's k and v rows of the round from jb on (zeros past the round's end).
   uint4 kr[U], vr[U];
   auto load_keys = [&](int jb) {
@@ -109,9 +91,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
   // The first keys' loads go out before the wait on the previous kernel (decode.cu), q's after it.
   // Converting q then waits for its loads, not for the keys'.
   load_keys(j0);
-#pragma unroll
-  for (int r = 1; r <= kPrefetchRounds; ++r)
-    if (j0 + r * step < j1) prefetch_keys(j0 + r * step);
   cudaGridDependencySynchronize();
   const uint4 q_raw = load16(p.q + (size_t(b) * p.Hq + h) * D + lane * 8);
   float q[8];
@@ -164,7 +143,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
       for (int i = 0; i < 8; ++i) acc[i] = fmaf(pw[u], vf[i], acc[i]);
     }
     if (jb + step < j1) load_keys(jb + step);
-    if (kPrefetchRounds > 0 && jb + (kPrefetchRounds + 1) * step < j1) prefetch_keys(jb + (kPrefetchRounds + 1) * step);
   }
 
   // No loads left: the next kernel (the combine, or the next step's decode) may be scheduled now,
