@@ -87,24 +87,6 @@ __global__ void delay_kernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
-// Which kernel serves a shape and how it divides the work: MHA takes decode_kernel, one head per
-// block; a GQA group takes decode_mma_kernel, blocks of up to 16 of its heads (against the MHA
-// kernel with two heads per block: 1.03-2.15x faster at batch 64, group 2 included).
-constexpr int kMaxSplits = 32;  // bounds the workspace
-
-struct Plan {
-  bool mma;
-  int chunks;         // blocks per (sequence, kv head, split)
-  int keys_per_step;  // live keys a block covers per round of all its warps or lane groups
-  int blocks_per_sm;  // the split target: about this many blocks per SM
-};
-
-Plan plan_for(const DecodeShape& s) {
-  const int group = s.Hq / s.Hkv;
-  if (group > 1) return {true, (group + kMmaRows - 1) / kMmaRows, kMmaKeysPerStep, kMmaBlocksPerSm};
-  return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>, kBlocksPerSm};
-}
-
 // Read once: the split choice asks for it at every decode step (hylo drives one GPU per process).
 int sm_count() {
   static const int sms = [] {
@@ -114,6 +96,30 @@ int sm_count() {
     return count;
   }();
   return sms;
+}
+
+constexpr int kMaxSplits = 32;  // bounds the workspace
+
+// Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
+// - a GQA group: decode_mma_kernel, blocks of up to 16 of its heads (1.03-2.15x faster at batch 64
+//   than two heads per block of decode_kernel, group 2 included);
+// - MHA with at most 2 (sequence, head) slices per SM (batch 16 at H 16): decode_mma_kernel too.
+//   Its two cp.async stages per warp keep 64 KB in flight per block, so it fills the memory pipe
+//   unsplit, where decode_kernel splits 4 ways and pays the combine: 5-17% faster at batch 8 and
+//   16; at batch 32, 8% faster at hd64 but 5% slower at hd128; 5-11% slower at 48 and 64;
+// - other MHA: decode_kernel, one head per block.
+struct Plan {
+  bool mma;
+  int chunks;         // blocks per (sequence, kv head, split)
+  int keys_per_step;  // live keys a block covers per round of all its warps or lane groups
+  int blocks_per_sm;  // the split target: about this many blocks per SM
+};
+
+Plan plan_for(const DecodeShape& s) {
+  const int group = s.Hq / s.Hkv;
+  if (group > 1 || int64_t(s.B) * s.Hkv <= 2 * int64_t(sm_count()))
+    return {true, (group + kMmaRows - 1) / kMmaRows, kMmaKeysPerStep, kMmaBlocksPerSm};
+  return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>, kBlocksPerSm};
 }
 
 // Splits asked for before empty ones are dropped: about the plan's blocks per SM, at least one

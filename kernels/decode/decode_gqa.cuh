@@ -1,5 +1,5 @@
-// Decode for grouped-query attention (2 or more query heads per kv head), on tensor cores.
-// Included by decode.cu only.
+// Decode for grouped-query attention (2 or more query heads per kv head), on tensor cores; also
+// MHA at small batches (decode.cu, plan_for). Included by decode.cu only.
 //
 // The group's heads are the 16 rows (zero-padded; larger groups take blocks of 16 heads) of an
 // mma.sync m16n8k16 product, as a query tile is in the training forward: S = Q K^T and O += P V on

@@ -117,8 +117,9 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
   struct Heads {
     int Hq, Hkv;
   };
-  // MHA; GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
-  const std::vector<Heads> heads = {{2, 2}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
+  // MHA (at batch 1 on decode_mma_kernel, at 16 and 64 on decode_kernel: plan_for); GQA groups 2,
+  // 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
+  const std::vector<Heads> heads = {{32, 32}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
   int index = 0;
   double worst = 0;
@@ -213,8 +214,9 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
   };
   const int T = 300;
   uint64_t seed = 9500;
-  // MHA split-KV up to 4; MHA in one pass, 1024 blocks; GQA groups 2 and 8, split on the PBB cache
-  for (const Case c : {Case{16, 4, 4, 64, true}, Case{64, 16, 16, 128, false}, Case{16, 4, 2, 64, false},
+  // MHA on decode_kernel split in 2, and in one pass (1024 blocks); MHA at a small batch and GQA
+  // group 8 on decode_mma_kernel, split on the PBB cache
+  for (const Case c : {Case{32, 16, 16, 64, true}, Case{64, 16, 16, 128, false}, Case{16, 4, 4, 64, false},
                        Case{16, 16, 2, 128, false}})
     for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(96)}) {
       KvCache host(map, c.B, c.Hkv, c.D);
