@@ -1,7 +1,8 @@
 // Decode attention (one query token per sequence against a layer's KV cache) and the cache's
 // append and compaction copies. The two attention kernels:
-//   decode_kernel (decode_mha.cuh): one query head per kv head, lane groups in registers;
-//   decode_mma_kernel (decode_gqa.cuh): GQA groups, every head of a kv head per block, tensor cores.
+//   decode_kernel (decode_mha.cuh): MHA, one query head per block, lane groups in registers;
+//   decode_mma_kernel (decode_gqa.cuh): every head of a kv head per block, on tensor cores: GQA
+//   groups, and MHA at small batches (plan_for below).
 // Grid = (splits, kv heads * head chunks, batch): a split takes a contiguous share of the live
 // keys; with splits > 1 the block writes an unnormalised partial and decode_combine_kernel
 // merges the splits (second pass). All are programmatic dependent launches (Hopper PDL) and let
