@@ -47,10 +47,9 @@ int parse_int(const std::string& flag, const std::string& text) { return parse_p
 
 BenchOptions parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
-  for (size_t i = 0; i < args.size(); i += 2) {
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    HYLO_CHECK(i + 1 < args.size(), "bench attention: {} needs a value", flag);
-    const std::string& value = args[i + 1];
+    const std::string& value = flag_value(args, i, "bench attention");
     auto ints = [&] { return parse_int_list("bench attention", flag, value); };
     if (flag == "--kind") {
       o.kinds = split_commas(value);

@@ -54,10 +54,9 @@ int parse_int(const std::string& flag, const std::string& text) { return parse_p
 
 DecodeOptions parse_options(const std::vector<std::string>& args) {
   DecodeOptions o;
-  for (size_t i = 0; i < args.size(); i += 2) {
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    HYLO_CHECK(i + 1 < args.size(), "bench decode: {} needs a value", flag);
-    const std::string& value = args[i + 1];
+    const std::string& value = flag_value(args, i, "bench decode");
     auto ints = [&] { return parse_int_list("bench decode", flag, value); };
     if (flag == "--batch") o.batches = ints();
     else if (flag == "--hd") o.hds = ints();

@@ -52,10 +52,9 @@ struct BenchOptions {
 
 BenchOptions parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
-  for (size_t i = 0; i < args.size(); i += 2) {
+  for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
-    HYLO_CHECK(i + 1 < args.size(), "bench moe: {} needs a value", flag);
-    const std::string& value = args[i + 1];
+    const std::string& value = flag_value(args, i, "bench moe");
     auto positive = [&] { return parse_positive_int("bench moe", flag, value); };
     if (flag == "--shapes") {
       o.shapes.clear();

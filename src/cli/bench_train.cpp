@@ -42,8 +42,8 @@ int run_bench_train(const Args& args) {
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& flag = args[i];
     const std::string& value = flag_value(args, i, "bench train");
-    if (flag == "--steps") steps = std::stoi(value);
-    else if (flag == "--warmup") warmup = std::stoi(value);
+    if (flag == "--steps") steps = parse_positive_int("bench train", flag, value);
+    else if (flag == "--warmup") warmup = parse_number<int>("bench train", flag, value);
     else if (flag == "--set") overrides.push_back(value);
     else if (flag == "--json") json_path = value;
     else if (flag == "--expert-gemm") expert_gemm = value;

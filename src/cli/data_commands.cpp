@@ -1,6 +1,7 @@
 #include "cli/data_commands.h"
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 
 #include <fmt/format.h>
 
@@ -70,15 +71,6 @@ struct Options {
     return it == values.end() ? fallback : it->second;
   }
 };
-
-template <typename T>
-T parse_number(const std::string& command, const std::string& key, const std::string& text) {
-  std::istringstream in(text);
-  T value{};
-  in >> value;
-  HYLO_CHECK(in && in.eof(), "data {}: --{} '{}' is not a number", command, key, text);
-  return value;
-}
 
 std::string read_stream(std::istream& in) {
   std::ostringstream buffer;
@@ -175,9 +167,9 @@ int run_prepare(const std::vector<std::string>& args) {
   options.out_dir = o.get("out", options.out_dir);
   options.tokenizer = o.get("tokenizer", options.tokenizer);
   if (o.values.count("val-fraction"))
-    options.val_fraction = parse_number<double>("prepare", "val-fraction", o.values["val-fraction"]);
-  if (o.values.count("seed")) options.seed = parse_number<uint64_t>("prepare", "seed", o.values["seed"]);
-  if (o.values.count("threads")) options.threads = parse_number<int>("prepare", "threads", o.values["threads"]);
+    options.val_fraction = parse_number<double>("data prepare", "--val-fraction", o.values["val-fraction"]);
+  if (o.values.count("seed")) options.seed = parse_number<uint64_t>("data prepare", "--seed", o.values["seed"]);
+  if (o.values.count("threads")) options.threads = parse_number<int>("data prepare", "--threads", o.values["threads"]);
 
   auto start = std::chrono::steady_clock::now();
   auto summary = prepare_tokens(options);
@@ -331,9 +323,9 @@ std::string cpu_model() {
 // not a test: it prints a table and optionally writes the numbers as JSON.
 int run_bench(const std::vector<std::string>& args) {
   Options o("bench", args, {"sources", "raw", "tokenizer", "threads", "repeat", "json", "commit"});
-  const int repeat = std::max(1, parse_number<int>("bench", "repeat", o.get("repeat", "3")));
+  const int repeat = std::max(1, parse_number<int>("data bench", "--repeat", o.get("repeat", "3")));
   const auto sources = resolve_sources(o.get("sources", "core"));
-  const int threads = o.values.count("threads") ? parse_number<int>("bench", "threads", o.values["threads"])
+  const int threads = o.values.count("threads") ? parse_number<int>("data bench", "--threads", o.values["threads"])
                                                 : int(std::max(1u, std::thread::hardware_concurrency()));
   const Tokenizer tokenizer = Tokenizer::from_tiktoken(o.get("tokenizer", kDefaultTokenizerPath));
   auto documents = read_documents(o.get("raw", "data/raw"), sources);

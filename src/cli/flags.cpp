@@ -1,7 +1,6 @@
 #include "cli/flags.h"
 
 #include <algorithm>
-#include <charconv>
 
 #include "core/error.h"
 
@@ -24,10 +23,8 @@ std::vector<std::string> split_commas(const std::string& text) {
 }
 
 int parse_positive_int(const std::string& command, const std::string& flag, const std::string& text) {
-  int value = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  HYLO_CHECK(ec == std::errc() && ptr == text.data() + text.size() && value > 0,
-             "{}: {} needs a positive integer, got '{}'", command, flag, text);
+  const int value = parse_number<int>(command, flag, text);
+  HYLO_CHECK(value > 0, "{}: {} needs a positive integer, got '{}'", command, flag, text);
   return value;
 }
 

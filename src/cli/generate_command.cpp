@@ -29,32 +29,17 @@ struct GenerateOptions {
   std::vector<std::string> overrides;
 };
 
-// A numeric flag value, or one line naming the flag.
-template <class T>
-T parse_number(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    T value;
-    if constexpr (std::is_floating_point_v<T>) value = T(std::stod(text, &used));
-    else if constexpr (std::is_unsigned_v<T>) value = T(std::stoull(text, &used));
-    else value = T(std::stoll(text, &used));
-    if (used == text.size()) return value;
-  } catch (const std::exception&) {
-  }
-  HYLO_FAIL("{}: expected a number, got '{}'", flag, text);
-}
-
 GenerateOptions parse_args(const Args& args) {
   GenerateOptions o;
   bool have_prompt = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--prompt") o.prompt = flag_value(args, i), have_prompt = true;
-    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>(a, flag_value(args, i));
-    else if (a == "--temperature") o.sampling.temperature = parse_number<double>(a, flag_value(args, i));
-    else if (a == "--top-k") o.sampling.top_k = parse_number<int>(a, flag_value(args, i));
-    else if (a == "--top-p") o.sampling.top_p = parse_number<double>(a, flag_value(args, i));
-    else if (a == "--seed") o.seed = parse_number<uint64_t>(a, flag_value(args, i));
+    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>("generate", a, flag_value(args, i));
+    else if (a == "--temperature") o.sampling.temperature = parse_number<double>("generate", a, flag_value(args, i));
+    else if (a == "--top-k") o.sampling.top_k = parse_number<int>("generate", a, flag_value(args, i));
+    else if (a == "--top-p") o.sampling.top_p = parse_number<double>("generate", a, flag_value(args, i));
+    else if (a == "--seed") o.seed = parse_number<uint64_t>("generate", a, flag_value(args, i));
     else if (a == "--tokenizer") o.tokenizer = flag_value(args, i);
     else if (a == "--print-ids") o.print_ids = true;
     else if (a == "--device") o.device = flag_value(args, i);

@@ -1,6 +1,7 @@
 #include "train/last_word.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -39,9 +40,10 @@ std::vector<ManifestRow> read_manifest(const std::string& path, const std::strin
     ManifestRow row;
     if (!std::getline(fields, row_split, '\t') || !std::getline(fields, row.source, '\t') ||
         !std::getline(fields, row.name, '\t') || !std::getline(fields, tokens))
-      return {};  // not a manifest we understand: treat as absent
+      return {};  // not a manifest we understand: treat as absent (so is a tokens field that is no number)
     if (row_split != split) continue;
-    row.tokens = std::stoull(tokens);
+    const auto [end, ec] = std::from_chars(tokens.data(), tokens.data() + tokens.size(), row.tokens);
+    if (ec != std::errc() || end != tokens.data() + tokens.size()) return {};
     rows.push_back(std::move(row));
   }
   return rows;

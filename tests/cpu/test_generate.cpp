@@ -274,6 +274,9 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   const CommandResult bad = run(on_cpu + " --top-p 0");
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("--top-p") != std::string::npos);
+  const CommandResult bad_number = run(on_cpu + " --temperature warm");
+  CHECK(bad_number.exit_code != 0);
+  CHECK(bad_number.output.find("generate: --temperature needs a number, got 'warm'") != std::string::npos);
   const CommandResult bad_device = run(base + " --device tpu");
   CHECK(bad_device.exit_code != 0);
   CHECK(bad_device.output.find("--device: expected cpu or cuda") != std::string::npos);

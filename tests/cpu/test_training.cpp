@@ -227,3 +227,20 @@ TEST_CASE("hylo bench train --json replaces an older file with the bench layout 
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("--expert-gemm must be 'grouped' or 'loop', got 'fastest'") != std::string::npos);
 }
+
+TEST_CASE("train and bench train name a flag whose value is not a number") {
+  Workspace w("bad_numbers");
+  const CommandResult stop = run(w.train("never", "--stop-at soon"));
+  CHECK(stop.exit_code != 0);
+  CHECK(stop.output.find("train: --stop-at needs a number, got 'soon'") != std::string::npos);
+  CHECK_FALSE(fs::exists(w.dir / "never" / "metrics.jsonl"));
+  const std::string bench = w.hylo + " bench train " + (w.dir / "tiny.yaml").string();
+  for (const auto& [flags, message] : {std::pair{" --steps ten", "bench train: --steps needs a number, got 'ten'"},
+                                       std::pair{" --steps 0", "bench train: --steps needs a positive integer, got '0'"},
+                                       std::pair{" --warmup 1.5", "bench train: --warmup needs a number, got '1.5'"}}) {
+    const CommandResult r = run(bench + flags);
+    CAPTURE(flags);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+}
