@@ -35,7 +35,7 @@
 namespace hylo {
 
 int run_bench_train(const Args& args) {
-  HYLO_CHECK(!args.empty(), "bench train: expected a config file");
+  const std::string& config_path = leading_path(args, "bench train", "a config file");
   int steps = 10, warmup = 3;
   std::string json_path, expert_gemm;
   std::vector<std::string> overrides;
@@ -58,7 +58,7 @@ int run_bench_train(const Args& args) {
                                                          : cuda::GroupedGemmPath::lt_loop);
 #endif
   }
-  const Config config = load_config(args[0], overrides);
+  const Config config = load_config(config_path, overrides);
   const Device device = training_device(config);
   const TrainConfig& t = config.train;
   const int B = t.micro_batch(), T = t.seq_len;
@@ -104,7 +104,7 @@ int run_bench_train(const Args& args) {
   if (device == Device::cuda) peak_gib = double(cuda::allocator_stats().peak_bytes) / (1ull << 30);
 #endif
   fmt::print("{:<28} {:>10} {:>12} {:>7} {:>9}\n", "config", "step ms", "tokens/s", "mfu", "peak GiB");
-  fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", args[0], median_ms, tokens_per_s, 100 * mfu, peak_gib);
+  fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", config_path, median_ms, tokens_per_s, 100 * mfu, peak_gib);
   if (!json_path.empty()) {
     BenchJson json;
     json.bench = "train";
@@ -113,7 +113,7 @@ int run_bench_train(const Args& args) {
         "{{\"config\": {}, \"batch\": {}, \"seq_len\": {}, \"steps\": {}, \"warmup\": {}, \"expert_gemm\": \"{}\", "
         "\"timing\": \"median wall time of a whole step (host-synchronised)\", \"mfu\": \"tokens/s * "
         "flops_per_token / peak (989.4 TFLOP/s dense bf16 on CUDA; none, so 0, on CPU)\"}}",
-        json_string(args[0]), t.batch_size, T, steps, warmup, expert_gemm.empty() ? "default" : expert_gemm);
+        json_string(config_path), t.batch_size, T, steps, warmup, expert_gemm.empty() ? "default" : expert_gemm);
     json.rows.push_back(fmt::format("{{\"step_ms\": {:.2f}, \"tokens_per_s\": {:.0f}, \"mfu\": {:.4f}, "
                                     "\"flops_per_token\": {:.6g}, \"peak_gib\": {:.2f}, \"final_loss\": {:.4f}}}",
                                     median_ms, tokens_per_s, mfu, flops, peak_gib, loss));

@@ -11,6 +11,13 @@ const std::string& flag_value(const std::vector<std::string>& args, size_t& i, c
   return args[++i];
 }
 
+const std::string& leading_path(const std::vector<std::string>& args, const std::string& command,
+                                const std::string& what) {
+  HYLO_CHECK(!args.empty(), "{}: expected {} first", command, what);
+  HYLO_CHECK(!args[0].starts_with("--"), "{}: expected {} first, got the flag '{}'", command, what, args[0]);
+  return args[0];
+}
+
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;

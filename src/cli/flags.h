@@ -12,6 +12,11 @@ namespace hylo {
 // Takes the value after the flag args[i] (advancing i) or fails "[COMMAND: ]FLAG needs a value".
 const std::string& flag_value(const std::vector<std::string>& args, size_t& i, const std::string& command = "");
 
+// args[0], the path a command takes before its flags, or one line "COMMAND: expected WHAT first"
+// (naming the flag found there instead).
+const std::string& leading_path(const std::vector<std::string>& args, const std::string& command,
+                                const std::string& what);
+
 // The whole of `text` as a T (an integer or floating-point type), or one line
 // "COMMAND: FLAG needs a number, got 'TEXT'".
 template <class T>

@@ -33,7 +33,7 @@ int run_train_command(const Args& args) {
 }
 
 int run_eval_command(const Args& args) {
-  HYLO_CHECK(!args.empty(), "eval: expected a run directory or checkpoint file");
+  const std::string& path = leading_path(args, "eval", "a run directory or checkpoint file");
   std::vector<std::string> overrides, tasks{"val"};
   std::string json_path, tokenizer_path = "data/tokenizer/r50k_base.tiktoken";
   RetrievalOptions retrieval;
@@ -49,7 +49,7 @@ int run_eval_command(const Args& args) {
   }
   for (const std::string& t : tasks)
     HYLO_CHECK(t == "val" || t == "retrieval" || t == "lastword", "eval: unknown task '{}' (known: val, retrieval, lastword)", t);
-  const LoadedModel loaded = load_model_checkpoint(args[0], overrides);
+  const LoadedModel loaded = load_model_checkpoint(path, overrides);
   const Device device = training_device(loaded.config);
   std::string json = fmt::format(R"({{"checkpoint": {}, "step": {})", json_string(loaded.path), loaded.step);
   for (const std::string& task : tasks) {
@@ -78,13 +78,13 @@ int run_eval_command(const Args& args) {
 }
 
 int run_params_command(const Args& args) {
-  HYLO_CHECK(!args.empty(), "params: expected a config file");
+  const std::string& config_path = leading_path(args, "params", "a config file");
   std::vector<std::string> overrides;
   for (size_t i = 1; i < args.size(); ++i) {
     HYLO_CHECK(args[i] == "--set", "params: unexpected argument '{}'", args[i]);
     overrides.push_back(flag_value(args, i));
   }
-  Config config = load_config(args[0], overrides);
+  Config config = load_config(config_path, overrides);
   fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
   const auto print_row = [](const ParamCount& row) {
     fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,

@@ -228,7 +228,7 @@ TEST_CASE("hylo bench train --json replaces an older file with the bench layout 
   CHECK(bad.output.find("--expert-gemm must be 'grouped' or 'loop', got 'fastest'") != std::string::npos);
 }
 
-TEST_CASE("train and bench train name a flag whose value is not a number") {
+TEST_CASE("train, bench train and eval name a flag whose value is not a number, or a flag where a path goes") {
   Workspace w("bad_numbers");
   const CommandResult stop = run(w.train("never", "--stop-at soon"));
   CHECK(stop.exit_code != 0);
@@ -240,6 +240,15 @@ TEST_CASE("train and bench train name a flag whose value is not a number") {
                                        std::pair{" --warmup 1.5", "bench train: --warmup needs a number, got '1.5'"}}) {
     const CommandResult r = run(bench + flags);
     CAPTURE(flags);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+  for (const auto& [command, message] :
+       {std::pair{" bench train --steps 1", "bench train: expected a config file first, got the flag '--steps'"},
+        std::pair{" eval --tasks val", "eval: expected a run directory or checkpoint file first, got the flag '--tasks'"},
+        std::pair{" params", "params: expected a config file first"}}) {
+    const CommandResult r = run(w.hylo + command);
+    CAPTURE(command);
     CHECK(r.exit_code != 0);
     CHECK(r.output.find(message) != std::string::npos);
   }
