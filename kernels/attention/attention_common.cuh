@@ -310,16 +310,22 @@ struct QueryBlock {
 
 // ---- host side ---------------------------------------------------------------------------------
 
-// Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory (the kernel's limit
-// is raised on its first launch and stays set for the process: hylo drives one GPU per process).
-// The caller checks the launch (HYLO_CUDA_LAUNCH_CHECK, which names the call site).
-template <auto Kernel, class Params>
-void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream) {
+// Raises Kernel's dynamic shared memory limit to `smem` bytes on its first call; the limit stays set
+// for the process (hylo drives one GPU per process).
+template <auto Kernel>
+void reserve_smem(int smem) {
   static const bool reserved = [smem] {
     HYLO_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     return true;
   }();
   (void)reserved;
+}
+
+// Launches Kernel(p): blocks of `threads`, `smem` bytes of dynamic shared memory. The caller checks
+// the launch (HYLO_CUDA_LAUNCH_CHECK, which names the call site).
+template <auto Kernel, class Params>
+void launch_kernel(const Params& p, dim3 grid, int threads, int smem, cudaStream_t stream) {
+  reserve_smem<Kernel>(smem);
   Kernel<<<grid, threads, smem, stream>>>(p);
 }
 

@@ -175,12 +175,7 @@ void launch_for_dim(const Params& p, const Plan& plan, dim3 grid, cudaStream_t s
   // The last split is one round, whose loads go out before the wait, when it has at most a step's keys.
   const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > plan.keys_per_step;
   if (plan.mma) {
-    static const bool reserved = [] {  // above the 48 KB default at hd128; set once per process
-      HYLO_CUDA_CHECK(cudaFuncSetAttribute(decode_mma_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           MmaLayout<D>::kBytes));
-      return true;
-    }();
-    (void)reserved;
+    attn::reserve_smem<decode_mma_kernel<D>>(MmaLayout<D>::kBytes);  // above the 48 KB default at hd128
     launch(decode_mma_kernel<D>, dependent, grid, kMmaThreads, MmaLayout<D>::kBytes, stream, p);
     HYLO_CUDA_LAUNCH_CHECK("decode_mma_kernel");
   } else {

@@ -1,6 +1,7 @@
-// Decode for multi-head attention (one query head per kv head): memory-bound, each live k/v row
-// is read once per step and used for one dot product and one axpy, so the kernel is built around
-// the loads. Included by decode.cu only.
+// Decode for multi-head attention (one query head per kv head) at batches that fill the GPU
+// without splitting much; smaller ones go to decode_gqa.cuh's kernel (decode.cu, plan_for).
+// Memory-bound: each live k/v row is read once per step and used for one dot product and one
+// axpy, so the kernel is built around the loads. Included by decode.cu only.
 //
 // Thread block = 128 threads = kGroups lane groups of D/8 lanes, one query head; a lane group owns
 // one key row at a time, each lane 8 dims (one 16-byte load of k, one of v). Per iteration (a

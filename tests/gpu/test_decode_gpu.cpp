@@ -1,7 +1,7 @@
 // CUDA decode attention vs the CPU decode reference (float, on the same bf16-rounded caches): every
 // cache kind's live-slot pattern (Flash-PBB at every block offset r, in the first block and
 // later ones; SWA ring before and after wrapping; linear SWA; full), head dims 64 and 128, batch
-// 1 / 16 / 64, MHA and GQA groups 3, 4 and 8, one pass and split-KV. Every cache slot holds
+// 1 / 16 / 64, MHA and GQA groups 2, 3, 4, 8 and 24, one pass and split-KV. Every cache slot holds
 // random data, so a kernel that reads a slot that is not live gets the wrong answer. Outputs are
 // poisoned (NaN) before every launch. Then the append / compaction kernels, a token-by-token
 // decode through device caches driven by KvSlotMap against the CPU KvCache, and the same with
