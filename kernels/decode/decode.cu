@@ -79,6 +79,11 @@ __global__ void move_kernel(uint4* k_cache, uint4* v_cache, int rows, int vecs, 
   }
 }
 
+__global__ void floor_kernel() {
+  cudaTriggerProgrammaticLaunchCompletion();
+  cudaGridDependencySynchronize();
+}
+
 __global__ void delay_kernel(unsigned long long ns) {
   unsigned long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -204,6 +209,11 @@ using namespace decode;
 
 bool decode_supports_head_dim(int D) { return D == 64 || D == 128; }
 
+DecodeKernel decode_kernel_for(const DecodeShape& shape) {
+  check_shape(shape);
+  return plan_for(shape).mma ? DecodeKernel::tensor_cores : DecodeKernel::lane_groups;
+}
+
 int decode_num_splits(const DecodeShape& shape, int keys) {
   int splits = requested_splits(shape, keys), per = 0;
   if (keys > 0) split_keys(keys, splits, per);
@@ -291,6 +301,14 @@ void kv_cache_move(const DecodeShape& shape, int src, int dst, int count, bf16* 
   move_kernel<<<blocks, 256, 0, stream>>>(reinterpret_cast<uint4*>(k_BHSD), reinterpret_cast<uint4*>(v_BHSD), rows,
                                           vecs, shape.slots, src, dst, count);
   HYLO_CUDA_LAUNCH_CHECK("kv move_kernel");
+}
+
+void decode_launch_floor(const DecodeShape& shape, cudaStream_t stream) {
+  check_shape(shape);
+  const Plan plan = plan_for(shape);
+  launch(floor_kernel, true, dim3(1, unsigned(shape.Hkv * plan.chunks), unsigned(shape.B)),
+         plan.mma ? kMmaThreads : kThreads, 0, stream);
+  HYLO_CUDA_LAUNCH_CHECK("decode floor_kernel");
 }
 
 void stream_delay(cudaStream_t stream, int microseconds) {

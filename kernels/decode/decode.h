@@ -48,6 +48,17 @@ void kv_cache_append(const DecodeShape& shape, int slot, const bf16* k_BHD, cons
 void kv_cache_move(const DecodeShape& shape, int src, int dst, int count, bf16* k_BHSD, bf16* v_BHSD,
                    cudaStream_t stream);
 
+// Which kernel decode_attention_forward runs for a shape on the current device (decode.cu, plan_for):
+// lane groups, one query head per block (decode_mha.cuh), or tensor cores, every query head of a
+// kv head per block (decode_gqa.cuh).
+enum class DecodeKernel { lane_groups, tensor_cores };
+DecodeKernel decode_kernel_for(const DecodeShape& shape);
+
+// Benchmark helper: an empty kernel on the grid and block size of an unsplit decode step for
+// `shape`, launched as the decode kernels are (a programmatic dependent launch that waits on the
+// previous kernel): what a step costs before it reads anything.
+void decode_launch_floor(const DecodeShape& shape, cudaStream_t stream);
+
 // Benchmark helper: keeps `stream` busy for about `microseconds` (one thread waiting on the global
 // timer, no memory traffic), so that the host can queue timed launches ahead of the GPU and the
 // events measure kernel time, not host launch latency.

@@ -147,12 +147,20 @@ struct DecodeRow {
   double pbb_us = 0, pbb_avg_keys = 0, swa_us = 0, lin_core_us = 0, lin_move_us = 0, lin_us = 0;
   double pbb_us_min = 0, pbb_us_max = 0;
   double pbb_run_us = 0, swa_run_us = 0;  // per step, consecutive steps back to back (see decode_run_us)
+  double floor_us = 0, floor_run_us = 0;  // an empty kernel on the step's grid (decode_launch_floor)
   std::vector<double> pbb_us_bins;  // 16 equal bins of block offsets, mean of each
   size_t pbb_bytes = 0, swa_bytes = 0, lin_bytes = 0;  // allocated KV per layer
   double pbb_gbps = 0, swa_gbps = 0, lin_core_gbps = 0;
   int splits_pbb_max = 1, splits_swa = 1;
   double ratio() const { return swa_us / pbb_us; }
   double run_ratio() const { return swa_run_us / pbb_run_us; }
+  // PBB/SWA if a step cost only `floor` plus its live keys at the rate per key that the two
+  // measured means imply: what any kernel can reach with this launch floor.
+  double ratio_bound(double floor, double pbb, double swa, int W) const {
+    if (W == pbb_avg_keys) return 1.0;  // as many keys: no gain to bound
+    const double per_key = (swa - pbb) / (W - pbb_avg_keys);
+    return (floor + per_key * W) / (floor + per_key * pbb_avg_keys);
+  }
 };
 
 DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf16>& pattern, size_t l2_bytes,
@@ -234,6 +242,9 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
 
   row.pbb_run_us = decode_run_us([&](int i) { run(pbb, pbb_live_slots(int64_t(b) + i % b, b, w), i); }, b, o, stream);
   row.swa_run_us = decode_run_us([&](int i) { run(ring, ring_live_slots(int64_t(W) + i % W, W), i); }, W, o, stream);
+  const auto floor_step = [&](int) { cuda::decode_launch_floor(pbb_sh, stream); };
+  row.floor_us = median_us(floor_step, o.iters, o.warmup, stream);
+  row.floor_run_us = decode_run_us(floor_step, W, o, stream);
   return row;
 }
 
@@ -269,11 +280,14 @@ void write_json(const std::string& path, const DecodeOptions& o, const std::stri
         "\"swa_linear_tok_s\": {:.0f}, \"ratio_pbb_swa\": {:.3f}, \"kv_bytes_pbb\": {}, \"kv_bytes_swa\": {}, "
         "\"kv_bytes_swa_linear\": {}, \"pbb_GBps\": {:.0f}, \"swa_GBps\": {:.0f}, \"swa_linear_core_GBps\": {:.0f}, "
         "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}], \"pbb_run_us\": {:.2f}, "
-        "\"swa_run_us\": {:.2f}, \"ratio_run\": {:.3f}}}",
+        "\"swa_run_us\": {:.2f}, \"ratio_run\": {:.3f}, \"floor_us\": {:.2f}, \"floor_run_us\": {:.2f}, "
+        "\"ratio_bound\": {:.3f}, \"ratio_run_bound\": {:.3f}}}",
         r.batch, r.hd, r.pbb_us, r.pbb_us_min, r.pbb_us_max, r.pbb_avg_keys, r.swa_us, r.lin_us, r.lin_core_us,
         r.lin_move_us, r.batch / (r.pbb_us * 1e-6), r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6),
         r.ratio(), r.pbb_bytes, r.swa_bytes, r.lin_bytes, r.pbb_gbps, r.swa_gbps, r.lin_core_gbps, r.splits_pbb_max,
-        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), r.pbb_run_us, r.swa_run_us, r.run_ratio()));
+        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), r.pbb_run_us, r.swa_run_us, r.run_ratio(), r.floor_us,
+        r.floor_run_us, r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window),
+        r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window)));
   write_bench_json(path, json);
 }
 
@@ -302,26 +316,31 @@ int run_bench_decode(const std::vector<std::string>& args) {
   std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
               "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
               o.H, o.Hkv, prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
-  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %7s | %8s %8s %8s | %8s %8s | %5s %5s\n",
+  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %7s | %8s %8s %8s | %8s %8s | %5s %5s | %5s "
+              "%5s %7s %7s\n",
               "batch", "D", "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "run pbb",
-              "run swa", "run p/s", "KV pbb", "KV swa", "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa");
+              "run swa", "run p/s", "KV pbb", "KV swa", "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa", "floor",
+              "bound", "run flr", "run bnd");
   std::vector<DecodeRow> rows;
   for (int B : o.batches)
     for (int hd : o.hds) {
       const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), stream);
       auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
       std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8.1f %8.1f %7.2f | %8s %8s %8s | "
-                  "%8.0f %8.0f | %4.0f%% %4.0f%%\n",
+                  "%8.0f %8.0f | %4.0f%% %4.0f%% | %5.1f %5.2f %7.1f %7.2f\n",
                   r.batch, r.hd, r.pbb_us, r.swa_us, r.lin_us, r.batch / (r.pbb_us * 1e-6),
                   r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), r.pbb_run_us, r.swa_run_us,
                   r.run_ratio(), mib(r.pbb_bytes).c_str(),
                   mib(r.swa_bytes).c_str(), mib(r.lin_bytes).c_str(), r.pbb_gbps, r.swa_gbps,
-                  100 * r.pbb_gbps * 1e9 / kHbmBytesPerS, 100 * r.swa_gbps * 1e9 / kHbmBytesPerS);
+                  100 * r.pbb_gbps * 1e9 / kHbmBytesPerS, 100 * r.swa_gbps * 1e9 / kHbmBytesPerS, r.floor_us,
+                  r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window), r.floor_run_us,
+                  r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window));
       std::fflush(stdout);
       rows.push_back(r);
     }
   std::printf("(%% = live KV read rate / %.1f TB/s; lin = linear SWA incl. compaction every W+1 steps; run = per "
-              "step of b (pbb) or W (swa) consecutive steps under one event pair)\n",
+              "step of b (pbb) or W (swa) consecutive steps under one event pair; floor = an empty kernel on the "
+              "step's grid; bound = pbb/swa if a step cost the floor plus its keys at the measured rate per key)\n",
               kHbmBytesPerS / 1e12);
   cudaStreamDestroy(stream);
   if (!o.json.empty()) write_json(o.json, o, prop.name, copy_tbps, rows);

@@ -117,12 +117,13 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
   struct Heads {
     int Hq, Hkv;
   };
-  // MHA (at batch 1 on decode_mma_kernel, at 16 and 64 on decode_kernel: plan_for); GQA groups 2,
-  // 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
+  // MHA (at batch 1 on decode_mma_kernel, at 16 and 64 on decode_kernel: plan_for, checked below);
+  // GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
   const std::vector<Heads> heads = {{32, 32}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
   int index = 0;
   double worst = 0;
+  bool mha_on[2] = {false, false};  // MHA run on DecodeKernel::lane_groups, ::tensor_cores
   for (int D : {64, 128})
     for (int B : {1, 16, 64})
       for (KvCacheKind kind :
@@ -130,13 +131,23 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
         // The 24 (D, B, kind) cases give each of the 6 head layouts every kind, at both head dims.
         const Heads h = heads[size_t(index / 4 + index % 4) % heads.size()];
         ++index;
+        const auto kernel = cuda::decode_kernel_for(DecodeShape{B, h.Hq, h.Hkv, D, slots_for(kind)});
+        if (h.Hq == h.Hkv)
+          mha_on[kernel == cuda::DecodeKernel::tensor_cores] = true;
+        else
+          CHECK(kernel == cuda::DecodeKernel::tensor_cores);  // every GQA group
         int max_splits = 1;
         const double err = check_kind(kind, B, h.Hq, h.Hkv, D, seed += 10, max_splits);
-        std::printf("decode D=%3d B=%2d Hq=%2d Hkv=%d %-15s worst rel err %.2e (up to %d splits)\n", D, B, h.Hq, h.Hkv,
-                    kind_name(kind), err, max_splits);
+        const char* kernel_name = kernel == cuda::DecodeKernel::tensor_cores ? "tensor cores" : "lane groups";
+        std::printf("decode D=%3d B=%2d Hq=%2d Hkv=%d %-15s %-12s worst rel err %.2e (up to %d splits)\n", D, B,
+                    h.Hq, h.Hkv, kind_name(kind), kernel_name, err, max_splits);
         worst = std::max(worst, err);
       }
   std::printf("decode worst rel err %.2e\n", worst);
+  // The table's batches are chosen so that MHA runs on both kernels; a change to plan_for that
+  // moves one of them would otherwise drop that kernel's MHA coverage without a sound.
+  CHECK(mha_on[0]);
+  CHECK(mha_on[1]);
 }
 
 TEST_CASE("cuda kv cache append and compaction write exactly the named rows") {
