@@ -7,8 +7,7 @@
 // timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
 // Second figure, "run": whole runs of consecutive steps (PBB every block offset, SWA every ring
 // position) under one event pair, the tokens/s a decode loop sustains: no event records between
-// steps. It assumes the host issues a step (1-2 launches) faster than the GPU runs it (>= 9 µs at
-// the shapes of experiments/results/decode.md), so the queue does not run dry.
+// steps; the stream is held until the host has queued them all (decode_run_us).
 #include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -124,22 +123,32 @@ int rotation_copies(size_t min_live_bytes, size_t l2_bytes) {
 }
 
 // Median µs of launch(i), i = 0, 1, ... (the rotation index), after `warmup` untimed calls. The
-// stream is held for a while first so that all timed launches are queued before the GPU reaches
-// them: small steps are otherwise timed at the host's launch rate.
-double median_us(const std::function<void(int)>& launch, int iters, int warmup, cudaStream_t stream) {
-  return 1e3 * bench::median_gpu_ms(launch, iters, warmup, stream, kBench,
-                                    [&] { cuda::stream_delay(stream, 50 + 25 * iters); });
+// stream is held for `hold_us` first (by default long enough for a few launches per timed call)
+// so that all timed launches are queued before the GPU reaches them: small steps are otherwise
+// timed at the host's launch rate.
+double median_us(const std::function<void(int)>& launch, int iters, int warmup, cudaStream_t stream,
+                 int hold_us = 0) {
+  if (hold_us == 0) hold_us = 50 + 25 * iters;
+  const auto hold = [&] { cuda::stream_delay(stream, hold_us); };
+  return 1e3 * bench::median_gpu_ms(launch, iters, warmup, stream, kBench, hold);
 }
 
 // µs per step of `steps` consecutive decode steps step(0), ..., step(steps - 1) under one event
 // pair, as a decode loop issues them: no event between steps, so each step's dependent launch can
 // start its first loads during the previous step's tail. Median over iters runs; run k's steps are
-// step(k * steps + j), so the rotation over cache copies continues from run to run.
+// step(k * steps + j), so the rotation over cache copies continues from run to run. Each run is
+// queued on its own behind a hold that covers the host issuing it at up to 5 µs per step, so that
+// steps shorter than a launch (the floor's empty kernel) are timed on the GPU too.
 double decode_run_us(const std::function<void(int)>& step, int steps, const DecodeOptions& o, cudaStream_t stream) {
-  const auto one_run = [&](int k) {
-    for (int j = 0; j < steps; ++j) step(k * steps + j);
-  };
-  return median_us(one_run, o.iters, o.warmup, stream) / steps;
+  std::vector<double> runs;
+  for (int k = 0; k < o.iters; ++k) {
+    const auto run_k = [&](int) {
+      for (int j = 0; j < steps; ++j) step(k * steps + j);
+    };
+    runs.push_back(median_us(run_k, 1, k == 0 ? o.warmup : 0, stream, 50 + 5 * steps) / steps);
+  }
+  std::nth_element(runs.begin(), runs.begin() + runs.size() / 2, runs.end());
+  return runs[runs.size() / 2];
 }
 
 struct DecodeRow {
