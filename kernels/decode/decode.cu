@@ -110,9 +110,10 @@ constexpr int kMaxSplits = 32;  // bounds the workspace
 // - a GQA group: decode_mma_kernel, blocks of up to 16 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
 // - MHA with at most 2 (sequence, head) slices per SM (batch 16 at H 16): decode_mma_kernel too.
-//   Its two cp.async stages per warp keep 64 KB in flight per block, so it fills the memory pipe
-//   unsplit, where decode_kernel splits 4 ways and pays the combine: 5-17% faster at batch 8 and
-//   16; at batch 32, 8% faster at hd64 but 5% slower at hd128; 5-11% slower at 48 and 64;
+//   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
+//   unsplit, where decode_kernel splits 4 ways and pays the combine. With 2 stages (64 KB) it was
+//   5-17% faster at batch 8 and 16; at batch 32, 8% faster at hd64 but 5% slower at hd128; 5-11%
+//   slower at 48 and 64;
 // - other MHA: decode_kernel, one head per block.
 struct Plan {
   bool mma;

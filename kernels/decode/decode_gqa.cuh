@@ -6,9 +6,9 @@
 // tensor cores, every k/v row read once per block for all its heads. Each of the kMmaWarps warps
 // takes rounds of 16 consecutive live keys in turn (round i of the block goes to warp
 // i % kMmaWarps) and keeps its own online softmax over them; the warps merge at the end. A warp's k
-// and v rows go by cp.async into its own two-stage shared buffer (swizzled tiles,
-// attention_common.cuh): the next round is in flight while one is computed, with no register cost,
-// and warps never wait for each other until the merge. Against two heads per block in the MHA
+// and v rows go by cp.async into its own shared buffer of kMmaStages rounds (swizzled tiles,
+// attention_common.cuh): the next rounds are in flight while one is computed, with no register
+// cost, and warps never wait for each other until the merge. Against two heads per block in the MHA
 // kernel's registers (each row read group / 2 times, the repeats from L2), GQA steps at batch 64
 // ran 1.03-2.15x faster (experiments/results/decode.md).
 #pragma once
@@ -25,6 +25,13 @@ namespace hylo::cuda::decode {
 #ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
 #define HYLO_DECODE_MMA_BLOCKS_PER_SM 1
 #endif
+#ifndef HYLO_DECODE_MMA_STAGES
+#define HYLO_DECODE_MMA_STAGES 3
+#endif
+// Rounds of k/v rows each warp has in flight: 3 (100 KB of shared memory per block at hd128, 2
+// blocks per SM) was faster than 2 in runs of steps, e.g. GQA Hkv 4 batch 64 hd128 1.19x, and
+// within 2% per step; 4 (132 KB, 1 block per SM) was slower (experiments/results/decode.md).
+constexpr int kMmaStages = HYLO_DECODE_MMA_STAGES;
 // kMmaRows: the 16 rows of an m16n8k16 product, query heads in a block and keys in a warp's round.
 constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;
 constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // one round of every warp
@@ -33,12 +40,12 @@ constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // on
 constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;
 
 template <int D>
-struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp two stages of (k, v)
+struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp kMmaStages stages of (k, v)
   static constexpr int kTile = kMmaRows * D * 2;
   static constexpr int kStage = 2 * kTile;
-  static constexpr uint32_t stage(int warp, int s) { return uint32_t(kTile + (warp * 2 + s) * kStage); }
-  static constexpr int kBytes = kTile + kMmaWarps * 2 * kStage;
-  static_assert(kMmaWarps * kMmaRows * D * 4 <= kMmaWarps * 2 * kStage, "the merge reuses the stages");
+  static constexpr uint32_t stage(int warp, int s) { return uint32_t(kTile + (warp * kMmaStages + s) * kStage); }
+  static constexpr int kBytes = kTile + kMmaWarps * kMmaStages * kStage;
+  static_assert(kMmaWarps * kMmaRows * D * 4 <= kMmaWarps * kMmaStages * kStage, "the merge reuses the stages");
 };
 
 template <int D>
@@ -87,16 +94,18 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
                 inside ? 16 : 0);
   }
   cp_async_commit();
-  load_round(round_start(1), 1);
-  cp_async_wait_group<1>();  // round 0 and q
-  __syncthreads();           // q from every thread
+#pragma unroll
+  for (int st = 1; st < kMmaStages; ++st) load_round(round_start(st), st);
+  cp_async_wait_group<kMmaStages - 1>();  // round 0 and q
+  __syncthreads();                         // q from every thread
 
   float o[D / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   zero_acc(o);
   for (int i = 0; round_start(i) < j1; ++i) {
     const int jb = round_start(i);
-    const uint32_t sK = s_base + L::stage(warp, i & 1), sV = sK + L::kTile;
-    cp_async_wait_group<1>();  // this round landed; the next may still be in flight
+    const int st = i % kMmaStages;
+    const uint32_t sK = s_base + L::stage(warp, st), sV = sK + L::kTile;
+    cp_async_wait_group<kMmaStages - 1>();  // this round landed; the next ones may still be in flight
     __syncwarp();
     float sc[2][4];
     zero_acc(sc);
@@ -121,8 +130,8 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
       load_frag_b_pair_trans<kMmaRows>(vb, sV, 0, np, lane);
       mma_16816_x2(o[2 * np], o[2 * np + 1], pa, vb);
     }
-    __syncwarp();                          // every lane's reads of this stage are done
-    load_round(round_start(i + 2), i & 1);  // refill it
+    __syncwarp();                                // every lane's reads of this stage are done
+    load_round(round_start(i + kMmaStages), st);  // refill it
   }
   cp_async_wait_all();
   cudaTriggerProgrammaticLaunchCompletion();  // as in decode_kernel (decode_mha.cuh)
