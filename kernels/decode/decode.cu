@@ -176,14 +176,23 @@ void launch(void (*kernel)(KernelParams...), bool dependent, dim3 grid, int thre
   (void)cudaLaunchKernelEx(&config, kernel, args...);  // its error is also cudaGetLastError's
 }
 
+template <int D, int Stages>
+void launch_mma(const Params& p, bool dependent, dim3 grid, cudaStream_t stream) {
+  using L = MmaLayout<D, Stages>;
+  attn::reserve_smem<decode_mma_kernel<D, Stages>>(L::kBytes);  // above the 48 KB default
+  launch(decode_mma_kernel<D, Stages>, dependent, grid, kMmaThreads, L::kBytes, stream, p);
+  HYLO_CUDA_LAUNCH_CHECK("decode_mma_kernel");
+}
+
 template <int D>
 void launch_for_dim(const Params& p, const Plan& plan, dim3 grid, cudaStream_t stream) {
   // The last split is one round, whose loads go out before the wait, when it has at most a step's keys.
   const bool dependent = p.keys - (p.splits - 1) * p.keys_per_split > plan.keys_per_step;
   if (plan.mma) {
-    attn::reserve_smem<decode_mma_kernel<D>>(MmaLayout<D>::kBytes);  // above the 48 KB default at hd128
-    launch(decode_mma_kernel<D>, dependent, grid, kMmaThreads, MmaLayout<D>::kBytes, stream, p);
-    HYLO_CUDA_LAUNCH_CHECK("decode_mma_kernel");
+    if (int64_t(grid.x) * grid.y * grid.z <= sm_count())
+      launch_mma<D, kMmaStagesOneWave>(p, dependent, grid, stream);
+    else
+      launch_mma<D, kMmaStages>(p, dependent, grid, stream);
   } else {
     launch(decode_kernel<D>, dependent, grid, kThreads, 0, stream, p);
     HYLO_CUDA_LAUNCH_CHECK("decode_kernel");

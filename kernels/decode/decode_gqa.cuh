@@ -6,7 +6,7 @@
 // tensor cores, every k/v row read once per block for all its heads. Each of the kMmaWarps warps
 // takes rounds of 16 consecutive live keys in turn (round i of the block goes to warp
 // i % kMmaWarps) and keeps its own online softmax over them; the warps merge at the end. A warp's k
-// and v rows go by cp.async into its own shared buffer of kMmaStages rounds (swizzled tiles,
+// and v rows go by cp.async into its own shared buffer of Stages rounds (swizzled tiles,
 // attention_common.cuh): the next rounds are in flight while one is computed, with no register
 // cost, and warps never wait for each other until the merge. Against two heads per block in the MHA
 // kernel's registers (each row read group / 2 times, the repeats from L2), GQA steps at batch 64
@@ -25,13 +25,12 @@ namespace hylo::cuda::decode {
 #ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
 #define HYLO_DECODE_MMA_BLOCKS_PER_SM 1
 #endif
-#ifndef HYLO_DECODE_MMA_STAGES
-#define HYLO_DECODE_MMA_STAGES 3
-#endif
-// Rounds of k/v rows each warp has in flight: 3 (100 KB of shared memory per block at hd128, 2
-// blocks per SM) was faster than 2 in runs of steps, e.g. GQA Hkv 4 batch 64 hd128 1.19x, and
-// within 2% per step; 4 (132 KB, 1 block per SM) was slower (experiments/results/decode.md).
-constexpr int kMmaStages = HYLO_DECODE_MMA_STAGES;
+// Rounds of k/v rows each warp has in flight (the kernel's Stages), chosen by decode.cu from the
+// grid (experiments/results/decode.md): 4 (132 KB of shared memory per block at hd128, 1 block per
+// SM) when the grid fits one block per SM, else 3 (100 KB, 2 per SM); 3 was faster than 2 in runs
+// of steps (GQA Hkv 4 batch 64 hd128 1.19x) and within 2% per step, 4 faster still in runs at one
+// block per SM and slower where it made two waves.
+constexpr int kMmaStagesOneWave = 4, kMmaStages = 3;
 // kMmaRows: the 16 rows of an m16n8k16 product, query heads in a block and keys in a warp's round.
 constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;
 constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // one round of every warp
@@ -39,19 +38,19 @@ constexpr int kMmaKeysPerStep = kMmaWarps * kMmaRows;                      // on
 // combine costs more than the longer key chains).
 constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;
 
-template <int D>
-struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp kMmaStages stages of (k, v)
+template <int D, int Stages>
+struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp Stages stages of (k, v)
   static constexpr int kTile = kMmaRows * D * 2;
   static constexpr int kStage = 2 * kTile;
-  static constexpr uint32_t stage(int warp, int s) { return uint32_t(kTile + (warp * kMmaStages + s) * kStage); }
-  static constexpr int kBytes = kTile + kMmaWarps * kMmaStages * kStage;
-  static_assert(kMmaWarps * kMmaRows * D * 4 <= kMmaWarps * kMmaStages * kStage, "the merge reuses the stages");
+  static constexpr uint32_t stage(int warp, int s) { return uint32_t(kTile + (warp * Stages + s) * kStage); }
+  static constexpr int kBytes = kTile + kMmaWarps * Stages * kStage;
+  static_assert(kMmaWarps * kMmaRows * D * 4 <= kMmaWarps * Stages * kStage, "the merge reuses the stages");
 };
 
-template <int D>
+template <int D, int Stages>
 __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p) {
   using namespace attn;
-  using L = MmaLayout<D>;
+  using L = MmaLayout<D, Stages>;
   extern __shared__ __align__(1024) unsigned char smem[];
   __shared__ float red_m[kMmaWarps][kMmaRows], red_l[kMmaWarps][kMmaRows];
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -95,17 +94,17 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
   }
   cp_async_commit();
 #pragma unroll
-  for (int st = 1; st < kMmaStages; ++st) load_round(round_start(st), st);
-  cp_async_wait_group<kMmaStages - 1>();  // round 0 and q
+  for (int st = 1; st < Stages; ++st) load_round(round_start(st), st);
+  cp_async_wait_group<Stages - 1>();  // round 0 and q
   __syncthreads();                         // q from every thread
 
   float o[D / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   zero_acc(o);
   for (int i = 0; round_start(i) < j1; ++i) {
     const int jb = round_start(i);
-    const int st = i % kMmaStages;
+    const int st = i % Stages;
     const uint32_t sK = s_base + L::stage(warp, st), sV = sK + L::kTile;
-    cp_async_wait_group<kMmaStages - 1>();  // this round landed; the next ones may still be in flight
+    cp_async_wait_group<Stages - 1>();  // this round landed; the next ones may still be in flight
     __syncwarp();
     float sc[2][4];
     zero_acc(sc);
@@ -131,7 +130,7 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
       mma_16816_x2(o[2 * np], o[2 * np + 1], pa, vb);
     }
     __syncwarp();                                // every lane's reads of this stage are done
-    load_round(round_start(i + kMmaStages), st);  // refill it
+    load_round(round_start(i + Stages), st);  // refill it
   }
   cp_async_wait_all();
   cudaTriggerProgrammaticLaunchCompletion();  // as in decode_kernel (decode_mha.cuh)

@@ -118,7 +118,8 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
     int Hq, Hkv;
   };
   // MHA (at batch 1 on decode_mma_kernel, at 16 and 64 on decode_kernel: plan_for, checked below);
-  // GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads)
+  // GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads). On 132 SMs decode_mma_kernel runs
+  // with 4 stages where its grid fits one block per SM and with 3 at batch 64 group 24 (384 blocks).
   const std::vector<Heads> heads = {{32, 32}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
   int index = 0;
