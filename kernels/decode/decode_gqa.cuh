@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
 #pragma unroll
   for (int st = 1; st < Stages; ++st) load_round(round_start(st), st);
   cp_async_wait_group<Stages - 1>();  // round 0 and q
-  __syncthreads();                         // q from every thread
+  __syncthreads();                    // q from every thread
 
   float o[D / 8][4], row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
   zero_acc(o);
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kMmaThreads) decode_mma_kernel(const Params p)
       load_frag_b_pair_trans<kMmaRows>(vb, sV, 0, np, lane);
       mma_16816_x2(o[2 * np], o[2 * np + 1], pa, vb);
     }
-    __syncwarp();                                // every lane's reads of this stage are done
+    __syncwarp();                             // every lane's reads of this stage are done
     load_round(round_start(i + Stages), st);  // refill it
   }
   cp_async_wait_all();
