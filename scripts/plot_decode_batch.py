@@ -1,10 +1,13 @@
 #!/usr/bin/python3
-"""Plots Flash-PBB/Flash-SWA decode step-time ratios by batch from one `hylo bench decode --json`
-result run at several batches: per step (events around each step) and per step of a run (steps
-queued back to back), one line per head dim, against the ratio of the live key counts (the bound
-when a step costs only its bytes) and the issue's 1.8x target.
+"""Plots Flash-PBB/Flash-SWA decode step-time ratios by batch from `hylo bench decode --json`
+results (one or more files, rows pooled) run at several batches: per step (events around each
+step) and per step of a run (steps queued back to back), one line per head dim, against the ratio
+of the live key counts (the bound when a step costs only its bytes) and the issue's 1.8x target.
+Results that carry the launch floor also get its bounds: the ratio if a step cost only an empty
+kernel on its grid plus its keys.
 
-    scripts/plot_decode_batch.py experiments/results/decode_h200_v13.json --out decode_batch.png
+    scripts/plot_decode_batch.py experiments/results/decode_h200_v16.json \
+        experiments/results/decode_h200_v16_b128.json --out decode_batch.png
 """
 import argparse
 import json
@@ -17,11 +20,12 @@ import matplotlib.pyplot as plt
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("json")
+    parser.add_argument("json", nargs="+")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    result = json.load(open(args.json))
-    rows = result["rows"]
+    results = [json.load(open(path)) for path in args.json]
+    result = results[0]
+    rows = [r for res in results for r in res["rows"]]
     keys_ratio = result["settings"]["swa_W"] / rows[0]["pbb_avg_keys"]
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
@@ -30,6 +34,11 @@ def main():
         batches = [r["batch"] for r in mine]
         ax.plot(batches, [r["ratio_pbb_swa"] for r in mine], "o-", color=f"C{i}", label=f"hd {hd}, per step")
         ax.plot(batches, [r["ratio_run"] for r in mine], "s--", color=f"C{i}", label=f"hd {hd}, run of steps")
+        if all("ratio_bound" in r for r in mine):
+            ax.plot(batches, [r["ratio_bound"] for r in mine], ":", color=f"C{i}", lw=1,
+                    label=f"hd {hd}, bound per step (launch floor)")
+            ax.plot(batches, [r["ratio_run_bound"] for r in mine], "-.", color=f"C{i}", lw=1,
+                    label=f"hd {hd}, bound in runs")
     ax.axhline(keys_ratio, color="k", ls=":", label=f"live keys SWA/PBB = {keys_ratio:.2f}")
     ax.axhline(1.8, color="C3", lw=1, label="target 1.8")
     ax.set_xscale("log", base=2)
