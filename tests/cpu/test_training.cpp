@@ -253,3 +253,22 @@ TEST_CASE("train, bench train and eval name a flag whose value is not a number, 
     CHECK(r.output.find(message) != std::string::npos);
   }
 }
+
+TEST_CASE("bench attention, decode and moe name a bad flag or value before they need a GPU") {
+  const std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo";
+  for (const auto& [command, message] : {
+           std::pair{" bench decode --batch 16,x", "bench decode: --batch needs a number, got 'x'"},
+           std::pair{" bench decode --window 0", "bench decode: --window needs a positive integer, got '0'"},
+           std::pair{" bench decode --Hkv 3", "bench decode: --H 16 is not a multiple of --Hkv 3"},
+           std::pair{" bench decode --block 64 --bridge 128", "bench decode: --bridge 128 exceeds --block 64"},
+           std::pair{" bench decode --batches 16", "bench decode: unknown flag '--batches'"},
+           std::pair{" bench attention --kind dense", "bench attention: --kind must be pbb, swa or full, got 'dense'"},
+           std::pair{" bench attention --T", "bench attention: --T needs a value"},
+           std::pair{" bench moe --shapes 8e,16e", "bench moe: --shapes takes 8e, 64e or 2b, got '16e'"},
+       }) {
+    const CommandResult r = run(hylo + command);
+    CAPTURE(command);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+}
