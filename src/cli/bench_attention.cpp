@@ -5,6 +5,7 @@
 // bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so that filling gigabytes costs no
 // host time.
 #include "cli/bench_json.h"
+#include "cli/bench_mask_flags.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -34,59 +35,37 @@
 namespace hylo {
 namespace {
 
-struct BenchOptions {
+struct BenchOptions : MaskBenchFlags {
+  BenchOptions() : MaskBenchFlags(0, 3) {}  // iters 0: do_bench's time-based method
   std::vector<std::string> kinds{"pbb"};
   std::vector<int> Ts{4096}, hds{128};
-  int block = 512, bridge = 128, window = 512;
-  int B = 4, H = 16, Hkv = -1;  // Hkv -1: same as H (MHA)
-  int iters = 0, warmup = 3;  // iters 0: do_bench's time-based method
-  std::string json;
+  int B = 4;
 };
-
-int parse_int(const std::string& flag, const std::string& text) { return parse_positive_int("bench attention", flag, text); }
 
 BenchOptions parse_options(const std::vector<std::string>& args) {
   BenchOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     const std::string& value = flag_value(args, i, "bench attention");
-    auto ints = [&] { return parse_int_list("bench attention", flag, value); };
+    if (o.take("bench attention", flag, value)) continue;
     if (flag == "--kind") {
       o.kinds = split_commas(value);
       for (const auto& k : o.kinds)
         HYLO_CHECK(k == "pbb" || k == "swa" || k == "full", "bench attention: --kind must be pbb, swa or full, got '{}'",
                    k);
     } else if (flag == "--T") {
-      o.Ts = ints();
+      o.Ts = parse_int_list("bench attention", flag, value);
     } else if (flag == "--hd") {
-      o.hds = ints();
-    } else if (flag == "--block") {
-      o.block = parse_int(flag, value);
-    } else if (flag == "--bridge") {
-      o.bridge = parse_int(flag, value);
-    } else if (flag == "--window") {
-      o.window = parse_int(flag, value);
+      o.hds = parse_int_list("bench attention", flag, value);
     } else if (flag == "--B") {
-      o.B = parse_int(flag, value);
-    } else if (flag == "--H") {
-      o.H = parse_int(flag, value);
-    } else if (flag == "--Hkv") {
-      o.Hkv = parse_int(flag, value);
-    } else if (flag == "--iters") {
-      o.iters = parse_int(flag, value);
-    } else if (flag == "--warmup") {
-      o.warmup = parse_int(flag, value);
-    } else if (flag == "--json") {
-      o.json = value;
+      o.B = parse_positive_int("bench attention", flag, value);
     } else {
       HYLO_FAIL("bench attention: unknown flag '{}' (see --kind --block --bridge --window --T --hd --B --H --Hkv "
                 "--iters --warmup --json)",
                 flag);
     }
   }
-  if (o.Hkv < 0) o.Hkv = o.H;
-  HYLO_CHECK(o.H % o.Hkv == 0, "bench attention: --H {} is not a multiple of --Hkv {}", o.H, o.Hkv);
-  HYLO_CHECK(o.bridge <= o.block, "bench attention: --bridge {} exceeds --block {}", o.bridge, o.block);
+  o.check("bench attention");
   return o;
 }
 

@@ -9,6 +9,7 @@
 // position) under one event pair, the tokens/s a decode loop sustains: no event records between
 // steps; the stream is held until the host has queued them all (decode_run_us).
 #include "cli/bench_json.h"
+#include "cli/bench_mask_flags.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -41,40 +42,27 @@ namespace {
 
 constexpr double kHbmBytesPerS = 4.3e12;  // device-to-device copy rate measured on the H200 here (KINDS.md)
 
-struct DecodeOptions {
+struct DecodeOptions : MaskBenchFlags {
+  DecodeOptions() : MaskBenchFlags(10, 2) {}
   std::vector<int> batches{16, 64}, hds{64, 128};
-  int block = 512, bridge = 128, window = 512;
-  int H = 16, Hkv = -1;  // Hkv -1: same as H
-  int iters = 10, warmup = 2;
-  std::string json;
 };
-
-int parse_int(const std::string& flag, const std::string& text) { return parse_positive_int("bench decode", flag, text); }
 
 DecodeOptions parse_options(const std::vector<std::string>& args) {
   DecodeOptions o;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     const std::string& value = flag_value(args, i, "bench decode");
-    auto ints = [&] { return parse_int_list("bench decode", flag, value); };
-    if (flag == "--batch") o.batches = ints();
-    else if (flag == "--hd") o.hds = ints();
-    else if (flag == "--block") o.block = parse_int(flag, value);
-    else if (flag == "--bridge") o.bridge = parse_int(flag, value);
-    else if (flag == "--window") o.window = parse_int(flag, value);
-    else if (flag == "--H") o.H = parse_int(flag, value);
-    else if (flag == "--Hkv") o.Hkv = parse_int(flag, value);
-    else if (flag == "--iters") o.iters = parse_int(flag, value);
-    else if (flag == "--warmup") o.warmup = parse_int(flag, value);
-    else if (flag == "--json") o.json = value;
+    if (o.take("bench decode", flag, value)) continue;
+    if (flag == "--batch")
+      o.batches = parse_int_list("bench decode", flag, value);
+    else if (flag == "--hd")
+      o.hds = parse_int_list("bench decode", flag, value);
     else
       HYLO_FAIL("bench decode: unknown flag '{}' (see --batch --hd --block --bridge --window --H --Hkv --iters "
                 "--warmup --json)",
                 flag);
   }
-  if (o.Hkv < 0) o.Hkv = o.H;
-  HYLO_CHECK(o.H % o.Hkv == 0, "bench decode: --H {} is not a multiple of --Hkv {}", o.H, o.Hkv);
-  HYLO_CHECK(o.bridge <= o.block, "bench decode: --bridge {} exceeds --block {}", o.bridge, o.block);
+  o.check("bench decode");
   return o;
 }
 
