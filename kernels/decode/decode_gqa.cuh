@@ -27,9 +27,9 @@ namespace hylo::cuda::decode {
 #endif
 // Rounds of k/v rows each warp has in flight (the kernel's Stages), chosen by decode.cu from the
 // grid (experiments/results/decode.md): 4 (132 KB of shared memory per block at hd128, 1 block per
-// SM) when the grid fits one block per SM, else 3 (100 KB, 2 per SM); 3 was faster than 2 in runs
-// of steps (GQA Hkv 4 batch 64 hd128 1.19x) and within 2% per step, 4 faster still in runs at one
-// block per SM and slower where it made two waves.
+// SM) when the grid fits one block per SM, else 3 (100 KB, 2 per SM). 3 was faster than 2 in runs
+// of steps (GQA Hkv 4 batch 64 hd128 1.19x) and at most 2% slower per step; 4 was faster still in
+// runs at one block per SM, and slower where it made two waves.
 constexpr int kMmaStagesOneWave = 4, kMmaStages = 3;
 // kMmaRows: the 16 rows of an m16n8k16 product, query heads in a block and keys in a warp's round.
 constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaRows = 16;
