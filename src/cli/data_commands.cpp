@@ -270,7 +270,10 @@ int run_encode(const std::vector<std::string>& args) {
     HYLO_FAIL("stdin: {}", e.what());
   }
   std::string line;
-  for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) line += ' ';
+    line += std::to_string(ids[i]);
+  }
   line += '\n';
   std::fwrite(line.data(), 1, line.size(), stdout);
   return 0;
@@ -307,7 +310,10 @@ int run_inspect(const std::vector<std::string>& args) {
   std::istringstream metadata(h.metadata);
   for (std::string line; std::getline(metadata, line);) fmt::print("  meta  {}\n", line);
   std::string head;
-  for (uint64_t i = 0; i < std::min<uint64_t>(16, shard.size()); ++i) head += " " + std::to_string(shard.token(i));
+  for (uint64_t i = 0; i < std::min<uint64_t>(16, shard.size()); ++i) {
+    head += ' ';
+    head += std::to_string(shard.token(i));
+  }
   fmt::print("  first tokens  {}\n", head);
   return 0;
 }

@@ -224,7 +224,7 @@ TEST_CASE("tokenizer: long runs use the heap merge and still match the merge-lis
   const Tokenizer& gpt2 = gpt2_route();
   for (const std::string& text :
        {std::string(5000, ' ') + "x", std::string(3001, '='), std::string(4097, 'a'), std::string(777, '\n'),
-        "x" + std::string(1000, '!') + "?" + std::string(999, '-'), std::string(600, '\t') + " end"}) {
+        std::string("x").append(1000, '!').append("?").append(999, '-'), std::string(600, '\t') + " end"}) {
     CAPTURE(text.size());
     const auto ids = tiktoken.encode(text);
     CHECK(ids == gpt2.encode(text));
