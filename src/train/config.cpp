@@ -503,6 +503,10 @@ void validate(const Config& c) {
   ck.at_least<int64_t>("train.log_every", t.log_every, 1);
   ck.one_of("train.nan_policy", t.nan_policy, {"skip", "abort"});
   ck.need(!c.data.train.empty(), "data.train is empty (path of the training token shard)");
+  ck.need(t.eval_every == 0 || !c.data.val.empty(),
+          "data.val is empty but train.eval_every={} evaluates on it (path of the validation token shard, or "
+          "train.eval_every=0)",
+          t.eval_every);
   ck.one_of("device", c.device, {"cpu", "cuda"});
 }
 

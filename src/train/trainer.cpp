@@ -85,6 +85,10 @@ Trainer::Trainer(const TrainOptions& options) {
   loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
   data::check_vocab(loader_->shard(), config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
+  // The val shard is first read at the first evaluation: check it now (header, size, CRC, vocab),
+  // so that a bad one fails the launch and not a run hours in.
+  if (t.eval_every > 0)
+    data::check_vocab(data::ShardReader(config_.data.val), config_.model.vocab_size);
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
   model_->set_recompute(t.recompute);

@@ -132,6 +132,9 @@ TEST_CASE("bad input gives a one-line error naming the file, key or value") {
       {"train " + cfg + " --set data.train=" + (ws.dir / "missing.bin").string(), "missing.bin"},
       {"train " + cfg + " --set data.train=" + truncated, "truncated.bin"},
       {"train " + cfg + " --set data.train=" + (ws.dir / "big_vocab.bin").string(), "vocab"},
+      {"train " + cfg + " --set data.val=" + truncated, "truncated.bin"},  // before the first step, not at eval
+      {"train " + cfg + " --set data.val=" + (ws.dir / "missing.bin").string(), "missing.bin"},
+      {"train " + cfg + " --set data.val=", "data.val is empty"},
       {"eval " + (ws.dir / "not_a_checkpoint.h5").string(), "not_a_checkpoint.h5"},
       {"train " + (ws.dir / "nope.yaml").string(), "nope.yaml"},
       {"frobnicate", "unknown command"},
