@@ -95,13 +95,13 @@ Trainer::Trainer(const TrainOptions& options) {
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
                                        device_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
-  // Only once everything above has been checked does the run directory get written: a launch
-  // that fails on bad input leaves the disk as it found it.
-  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
-
+  // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
   if (!resume_from.empty()) restore(resume_from);
+  // Only once everything above has been checked does the run directory get written: a launch
+  // that fails on bad input leaves the disk as it found it.
+  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
   MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
   metrics_ = std::make_unique<MetricsLog>(run_dir_);
   if (!resume_from.empty())

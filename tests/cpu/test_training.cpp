@@ -23,6 +23,13 @@ namespace {
 using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
 
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // Training CLI runs on a 2-layer d32 hybrid: 40 steps, eval every 20.
 struct Workspace : test::TinyWorkspace {
   explicit Workspace(const std::string& name)
@@ -92,6 +99,20 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   REQUIRE(a.size() == 40);
   REQUIRE(b.size() == 40);
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
+}
+
+TEST_CASE("resuming with a checkpoint that does not fit the model fails and leaves the run directory as it was") {
+  Workspace ws("misfit");
+  REQUIRE(run(ws.train("run", "--set train.checkpoint_every=20 --stop-at 20")).exit_code == 0);
+  const fs::path dir = ws.dir / "run";
+  const std::string config_before = read_text(dir / "config.yaml"), metrics_before = read_text(dir / "metrics.jsonl");
+  const auto misfit = run(ws.train("run", "--set train.checkpoint_every=20 --set model.ffn_hidden=40 --resume auto"));
+  CHECK(misfit.exit_code != 0);
+  CHECK(misfit.output.find("step_20.h5") != std::string::npos);
+  CHECK(std::count(misfit.output.begin(), misfit.output.end(), '\n') == 1);
+  CHECK(read_text(dir / "config.yaml") == config_before);
+  CHECK_FALSE(fs::exists(dir / "config.1.yaml"));
+  CHECK(read_text(dir / "metrics.jsonl") == metrics_before);
 }
 
 TEST_CASE("a crash while checkpointing leaves the previous checkpoint valid and the run resumable") {
