@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace hylo {
 
@@ -18,6 +19,11 @@ void prepare_run_dir(const std::string& dir, const std::string& resolved_config_
 
 // Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old or the new file.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// The keys of the rows the trainer writes to metrics.jsonl (trainer.cpp): every step's and every
+// evaluation's. A sweep's `metrics` are checked against them.
+inline const std::vector<std::string> kMetricsKeys = {"step",         "loss", "lr",      "grad_norm", "tokens",
+                                                      "tokens_per_s", "mfu",  "skipped", "val_loss",  "val_ppl"};
 
 // One JSON object, keys in insertion order: MetricsRow().add("step", 5).add("loss", 2.3).
 // Doubles print as the shortest text that reads back to the same value; NaN/inf print as the

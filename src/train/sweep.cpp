@@ -29,6 +29,7 @@
 
 #include "core/error.h"
 #include "train/config.h"
+#include "train/run_dir.h"
 #include "train/suggest.h"
 
 namespace hylo {
@@ -131,7 +132,13 @@ SweepSpec load_sweep(const std::string& path) {
       spec.metrics.clear();
       for (const auto& x : m) {
         HYLO_CHECK(x.IsScalar(), "{}: metrics: expected names, got a {}", path, x.IsMap() ? "map" : "list");
-        spec.metrics.push_back(x.Scalar());
+        const std::string& name = x.Scalar();
+        if (std::find(kMetricsKeys.begin(), kMetricsKeys.end(), name) == kMetricsKeys.end()) {
+          const std::string near = nearest_choice(name, kMetricsKeys, 3);
+          HYLO_FAIL("{}: metrics: unknown metric '{}' ({}the trainer writes {})", path, name,
+                    near.empty() ? "" : "did you mean '" + near + "'? ", fmt::join(kMetricsKeys, ", "));
+        }
+        spec.metrics.push_back(name);
       }
     }
 

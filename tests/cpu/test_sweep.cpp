@@ -11,6 +11,7 @@
 #include "error_of.h"
 #include "run_command.h"
 #include "tiny_workspace.h"
+#include "train/run_dir.h"
 #include "train/sweep.h"
 
 using namespace hylo;
@@ -104,6 +105,7 @@ TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
       {"grid: {train.lr: 0.1}\n", "grid.train.lr: expected a non-empty list of values"},
       {"points: [{model.local.kind: swa}]\ngrid: {model.local.kind: [pbb]}\n", "in both points[0] and grid"},
       {"metrics: loss\npoints: [{train.lr: 1}]\n", "metrics: expected a list"},
+      {"metrics: [loss, val_los]\npoints: [{train.lr: 1}]\n", "unknown metric 'val_los' (did you mean 'val_loss'?"},
       {"name: a/b\npoints: [{train.lr: 1}]\n", "name 'a/b'"},
       {"set: {train.lr: 1}\n", "nothing to sweep"},
       {"points: [{train.lr: [1, 2}]\n", "invalid YAML"},
@@ -144,6 +146,14 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   const fs::path sweep_dir = ws.dir / "out/l";
   for (const char* point : {"00_kind-pbb", "01_kind-swa"})
     CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
+  // Every key the trainer wrote is one a sweep may name in `metrics` (kMetricsKeys).
+  std::istringstream rows(read_text(sweep_dir / "00_kind-pbb/metrics.jsonl"));
+  for (std::string row; std::getline(rows, row);)
+    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
+      const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
+      CAPTURE(row);
+      CHECK(std::find(kMetricsKeys.begin(), kMetricsKeys.end(), key) != kMetricsKeys.end());
+    }
   const std::string json = read_text(sweep_dir / "sweep.json");
   CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
 
