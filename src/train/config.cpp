@@ -22,6 +22,10 @@
 #include "core/error.h"
 #include "train/suggest.h"
 
+#if HYLO_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace hylo {
 namespace {
 
@@ -538,11 +542,19 @@ std::vector<std::string> config_keys() { return schema().leaves; }
 
 Device training_device(const Config& config) {
   if (config.device == "cpu") return Device::cpu;
-  HYLO_CHECK(config.device == "cuda", "device: expected cpu or cuda, got '{}'", config.device);
+  const std::string origin = config.source_path.empty() ? "" : config.source_path + ": ";
+  HYLO_CHECK(config.device == "cuda", "{}device: expected cpu or cuda, got '{}'", origin, config.device);
 #if !HYLO_WITH_CUDA
-  HYLO_FAIL("device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)");
-#endif
+  HYLO_FAIL("{}device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)", origin);
+#else
+  // Asked here, so that the answer names the setting instead of the first CUDA call to fail.
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  HYLO_CHECK(err == cudaSuccess && count > 0,
+             "{}device: cuda requested but no CUDA device is usable here ({}); use --device cpu", origin,
+             err == cudaSuccess ? "none found" : cudaGetErrorString(err));
   return Device::cuda;
+#endif
 }
 
 }  // namespace hylo

@@ -296,3 +296,16 @@ TEST_CASE("bench attention, decode and moe name a bad flag or value before they 
     CHECK(r.output.find(message) != std::string::npos);
   }
 }
+
+TEST_CASE("train --device cuda on a machine without a usable GPU names the setting and writes nothing") {
+  Workspace ws("no_gpu");
+  const auto r = run(ws.train("gpu_run", "--device cuda --set train.steps=2"));
+  if (r.exit_code == 0) {
+    MESSAGE("a usable GPU is present: the run trained, nothing to check here");
+    return;
+  }
+  CAPTURE(r.output);
+  CHECK(r.output.starts_with("hylo: error: " + (ws.dir / "tiny.yaml").string() + ": device: cuda requested but "));
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(ws.dir / "gpu_run"));
+}
