@@ -419,6 +419,9 @@ struct Checker {
   }
 };
 
+// "PATH: ", the prefix of a config's errors, or "" for a config not read from a file.
+std::string error_prefix(const Config& c) { return c.source_path.empty() ? "" : c.source_path + ": "; }
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -445,7 +448,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 }
 
 void validate(const Config& c) {
-  const Checker ck{c.source_path.empty() ? "" : c.source_path + ": "};
+  const Checker ck{error_prefix(c)};
   const ModelConfig& m = c.model;
   ck.at_least("model.vocab_size", m.vocab_size, 1);
   ck.at_least("model.d_model", m.d_model, 1);
@@ -542,7 +545,7 @@ std::vector<std::string> config_keys() { return schema().leaves; }
 
 Device training_device(const Config& config) {
   if (config.device == "cpu") return Device::cpu;
-  const std::string origin = config.source_path.empty() ? "" : config.source_path + ": ";
+  const std::string origin = error_prefix(config);
   HYLO_CHECK(config.device == "cuda", "{}device: expected cpu or cuda, got '{}'", origin, config.device);
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("{}device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)", origin);
