@@ -107,7 +107,7 @@ int sm_count() {
 constexpr int kMaxSplits = 32;  // bounds the workspace
 
 // Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
-// - a GQA group: decode_mma_kernel, blocks of up to 16 of its heads (1.03-2.15x faster at batch 64
+// - a GQA group: decode_mma_kernel, blocks of up to 8 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
 // - MHA with at most 2 (sequence, head) slices per SM (batch 16 at H 16): decode_mma_kernel too.
 //   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
@@ -125,7 +125,7 @@ struct Plan {
 Plan plan_for(const DecodeShape& s) {
   const int group = s.Hq / s.Hkv;
   if (group > 1 || int64_t(s.B) * s.Hkv <= 2 * int64_t(sm_count()))
-    return {true, (group + kMmaRows - 1) / kMmaRows, kMmaKeysPerStep, kMmaBlocksPerSm};
+    return {true, (group + kMmaHeads - 1) / kMmaHeads, kMmaKeysPerStep, kMmaBlocksPerSm};
   return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>, kBlocksPerSm};
 }
 

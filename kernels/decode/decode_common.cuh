@@ -23,10 +23,11 @@ struct Params {
 // The block's Parts partial softmax states of Rows query heads (h0..h0 + rows - 1 of sequence b)
 // merged, each rescaled to the common max: the output rows, or with splits the split's partial
 // (unnormalised sums, max, sum) for decode_combine_kernel. m holds maxima of scaled log2 scores
-// (-inf for a part that saw no key), l the sums of exp2(score - max), acc the weighted v sums.
-template <int Parts, int Rows, int D>
+// (-inf for a part that saw no key), l the sums of exp2(score - max), acc the weighted v sums
+// (rows of Stride >= D floats).
+template <int Parts, int Rows, int D, int Stride = D>
 __device__ __forceinline__ void merge_and_store(const Params& p, const float (*m)[Rows], const float (*l)[Rows],
-                                                const float (*acc)[Rows][D], int rows, int b, int h0, int split,
+                                                const float (*acc)[Rows][Stride], int rows, int b, int h0, int split,
                                                 int tid, int threads) {
   for (int idx = tid; idx < rows * D; idx += threads) {
     const int g = idx / D, d = idx % D;
