@@ -109,11 +109,11 @@ constexpr int kMaxSplits = 32;  // bounds the workspace
 // Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
 // - a GQA group: decode_mma_kernel, blocks of up to 8 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
-// - MHA with at most 2 (sequence, head) slices per SM (batch 16 at H 16): decode_mma_kernel too.
+// - MHA with at most 4 (sequence, head) slices per SM (batch 32 at H 16): decode_mma_kernel too.
 //   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
-//   unsplit, where decode_kernel splits 4 ways and pays the combine. With 2 stages (64 KB) it was
-//   5-17% faster at batch 8 and 16; at batch 32, 8% faster at hd64 but 5% slower at hd128; 5-11%
-//   slower at 48 and 64;
+//   unsplit, where decode_kernel splits and pays the combine. Since its products were transposed
+//   it is 1.08-1.14x faster than decode_kernel at batch 32 (H 16, hd 64 and 128); at batch 64,
+//   where decode_kernel no longer splits, within 2% either way, with a lower PBB/SWA ratio;
 // - other MHA: decode_kernel, one head per block.
 struct Plan {
   bool mma;
@@ -124,7 +124,7 @@ struct Plan {
 
 Plan plan_for(const DecodeShape& s) {
   const int group = s.Hq / s.Hkv;
-  if (group > 1 || int64_t(s.B) * s.Hkv <= 2 * int64_t(sm_count()))
+  if (group > 1 || int64_t(s.B) * s.Hkv <= 4 * int64_t(sm_count()))
     return {true, (group + kMmaHeads - 1) / kMmaHeads, kMmaKeysPerStep, kMmaBlocksPerSm};
   return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>, kBlocksPerSm};
 }

@@ -117,8 +117,8 @@ TEST_CASE("cuda decode attention matches the CPU decode reference for every cach
   struct Heads {
     int Hq, Hkv;
   };
-  // MHA (at batch 1 on decode_mma_kernel, at 16 and 64 on decode_kernel: plan_for, checked below);
-  // GQA groups 2, 4, 3, 8 and 24 (24 = blocks of 16 + 8 heads). On 132 SMs decode_mma_kernel runs
+  // MHA (at batch 1 and 16 on decode_mma_kernel, at 64 on decode_kernel: plan_for, checked below);
+  // GQA groups 2, 4, 3, 8 and 24 (24 = three blocks of 8 heads). On 132 SMs decode_mma_kernel runs
   // with 4 stages where its grid fits one block per SM and with 3 at batch 64 group 24 (384 blocks).
   const std::vector<Heads> heads = {{32, 32}, {4, 2}, {8, 2}, {6, 2}, {16, 2}, {48, 2}};
   uint64_t seed = 7000;
@@ -226,11 +226,12 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
   };
   const int T = 300;
   uint64_t seed = 9500;
-  // MHA on decode_kernel split in 2, and in one pass (1024 blocks); MHA at a small batch and GQA
-  // group 8 on decode_mma_kernel, split on the PBB cache
-  for (const Case c : {Case{32, 16, 16, 64, true}, Case{64, 16, 16, 128, false}, Case{16, 4, 4, 64, false},
-                       Case{16, 16, 2, 128, false}})
-    for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(96)}) {
+  // MHA at batch 32 on decode_mma_kernel in one pass (512 blocks), at batch 64 on decode_kernel
+  // (1024 blocks); MHA at H 4 and GQA group 8, batch 16, on decode_mma_kernel split in 2 on both
+  // caches (at most 128 and 160 live keys: 2 rounds of its 64)
+  for (const Case c : {Case{32, 16, 16, 64, false}, Case{64, 16, 16, 128, false}, Case{16, 4, 4, 64, true},
+                       Case{16, 16, 2, 128, true}})
+    for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(160)}) {
       KvCache host(map, c.B, c.Hkv, c.D);
       const DecodeShape sh = host.decode_shape(c.Hq);
       const size_t nkv = size_t(c.B) * c.Hkv * sh.slots * c.D, nq = size_t(c.B) * c.Hq * c.D;
