@@ -69,16 +69,15 @@ void write_file_atomic(const std::string& path, const std::string& content) {
              std::strerror(errno));
 }
 
-void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, bool resume, bool overwrite) {
-  HYLO_CHECK(!(resume && overwrite), "{}: --resume and --overwrite exclude each other", dir);
+void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode) {
   const fs::path root(dir), config = root / "config.yaml";
   std::error_code ec;
   HYLO_CHECK(!fs::exists(root, ec) || fs::is_directory(root, ec), "{}: exists and is not a directory", dir);
 
   std::optional<std::string> old = read_file(config);
-  if (old && *old != resolved_config_yaml && !resume && !overwrite)
+  if (old && *old != resolved_config_yaml && mode == RunDirMode::fresh)
     HYLO_FAIL("{} already holds a different config (use --resume auto or --overwrite)", dir);
-  if (overwrite) {
+  if (mode == RunDirMode::overwrite) {
     for (const char* name : {"checkpoints", "metrics.jsonl", "log.txt"}) {
       fs::remove_all(root / name, ec);
       HYLO_CHECK(!ec, "{}: cannot remove: {}", (root / name).string(), ec.message());

@@ -9,13 +9,15 @@
 
 namespace hylo {
 
+// How `hylo train` treats a run directory: as given (fresh), --resume or --overwrite.
+enum class RunDirMode { fresh, resume, overwrite };
+
 // Creates `dir` and `dir/checkpoints`, and writes `dir/config.yaml` (temp file + rename).
 // If config.yaml exists with different content:
-//   neither flag -> error "runs/x already holds a different config (use --resume auto or --overwrite)";
-//   resume       -> the old one is kept as config.<N>.yaml (first free N), the new one written;
-//   overwrite    -> checkpoints/, metrics.jsonl and log.txt are removed first (also when equal).
-// resume and overwrite together are an error.
-void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, bool resume, bool overwrite);
+//   fresh     -> error "runs/x already holds a different config (use --resume auto or --overwrite)";
+//   resume    -> the old one is kept as config.<N>.yaml (first free N), the new one written;
+//   overwrite -> checkpoints/, metrics.jsonl and log.txt are removed first (also when equal).
+void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode);
 
 // Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old or the new file.
 void write_file_atomic(const std::string& path, const std::string& content);

@@ -74,9 +74,13 @@ class Trainer {
 };
 
 Trainer::Trainer(const TrainOptions& options) {
+  run_dir_ = options.run_dir.empty() ? "runs/" + fs::path(options.config_path).stem().string() : options.run_dir;
+  HYLO_CHECK(options.resume.empty() || !options.overwrite, "{}: --resume and --overwrite exclude each other", run_dir_);
+  const RunDirMode mode = options.overwrite        ? RunDirMode::overwrite
+                          : options.resume.empty() ? RunDirMode::fresh
+                                                   : RunDirMode::resume;
   config_ = load_config(options.config_path, options.overrides);
   device_ = training_device(config_);
-  run_dir_ = options.run_dir.empty() ? "runs/" + fs::path(options.config_path).stem().string() : options.run_dir;
   stop_at_ = options.stop_at;
 
   const TrainConfig& t = config_.train;
@@ -101,7 +105,7 @@ Trainer::Trainer(const TrainOptions& options) {
   if (!resume_from.empty()) restore(resume_from);
   // Only once everything above has been checked does the run directory get written: a launch
   // that fails on bad input leaves the disk as it found it.
-  prepare_run_dir(run_dir_, to_yaml(config_), !options.resume.empty(), options.overwrite);
+  prepare_run_dir(run_dir_, to_yaml(config_), mode);
   MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
   metrics_ = std::make_unique<MetricsLog>(run_dir_);
   if (!resume_from.empty())

@@ -292,25 +292,24 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint 
 TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite") {
   TempDir dir("rundir");
   const std::string run = dir.str() + "/runs/x";
-  prepare_run_dir(run, "a: 1\n", false, false);
+  prepare_run_dir(run, "a: 1\n", RunDirMode::fresh);
   CHECK(slurp(run + "/config.yaml") == "a: 1\n");
   CHECK(fs::is_directory(run + "/checkpoints"));
-  CHECK_NOTHROW(prepare_run_dir(run, "a: 1\n", false, false));  // same config: fine
+  CHECK_NOTHROW(prepare_run_dir(run, "a: 1\n", RunDirMode::fresh));  // same config: fine
 
   std::ofstream(run + "/metrics.jsonl") << "{\"step\":1}\n";
   std::ofstream(run + "/checkpoints/step_1.h5") << "x";
-  CHECK(error_of([&] { prepare_run_dir(run, "a: 2\n", false, false); }) ==
+  CHECK(error_of([&] { prepare_run_dir(run, "a: 2\n", RunDirMode::fresh); }) ==
         run + " already holds a different config (use --resume auto or --overwrite)");
   CHECK(slurp(run + "/config.yaml") == "a: 1\n");  // nothing on disk lost
   CHECK(fs::exists(run + "/checkpoints/step_1.h5"));
-  CHECK_FALSE(error_of([&] { prepare_run_dir(run, "a: 2\n", true, true); }).empty());
 
-  prepare_run_dir(run, "a: 2\n", /*resume=*/true, false);
+  prepare_run_dir(run, "a: 2\n", RunDirMode::resume);
   CHECK(slurp(run + "/config.yaml") == "a: 2\n");
   CHECK(slurp(run + "/config.1.yaml") == "a: 1\n");  // the old config is kept
   CHECK(fs::exists(run + "/checkpoints/step_1.h5"));
 
-  prepare_run_dir(run, "a: 3\n", false, /*overwrite=*/true);
+  prepare_run_dir(run, "a: 3\n", RunDirMode::overwrite);
   CHECK(slurp(run + "/config.yaml") == "a: 3\n");
   CHECK_FALSE(fs::exists(run + "/checkpoints/step_1.h5"));
   CHECK_FALSE(fs::exists(run + "/metrics.jsonl"));

@@ -158,6 +158,8 @@ TEST_CASE("bad input gives a one-line error naming the file, key or value") {
       {"train " + cfg + " --set data.val=", "data.val is empty"},
       {"eval " + (ws.dir / "not_a_checkpoint.h5").string(), "not_a_checkpoint.h5"},
       {"train " + (ws.dir / "nope.yaml").string(), "nope.yaml"},
+      // a flag conflict is named before any file is read (here the config, which does not exist)
+      {"train " + (ws.dir / "nope.yaml").string() + " --resume auto --overwrite", "--resume and --overwrite exclude"},
       {"frobnicate", "unknown command"},
   };
   for (const Case& c : cases) {
