@@ -23,7 +23,7 @@ int run_train_command(const Args& args) {
     else if (a == "--run-dir") o.run_dir = flag_value(args, i);
     else if (a == "--resume") o.resume = flag_value(args, i);
     else if (a == "--overwrite") o.overwrite = true;
-    else if (a == "--stop-at") o.stop_at = parse_number<int64_t>("train", a, flag_value(args, i));
+    else if (a == "--stop-at") o.stop_at = parse_positive_int("train", a, flag_value(args, i));
     else if (a == "--device") o.overrides.push_back("device=" + flag_value(args, i));
     else if (o.config_path.empty() && !a.starts_with("--")) o.config_path = a;
     else HYLO_FAIL("train: unexpected argument '{}'", a);

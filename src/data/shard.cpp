@@ -127,6 +127,10 @@ ShardReader::ShardReader(const std::string& path, bool verify_payload_crc) : pat
     ::close(fd);
     HYLO_FAIL("{}: cannot stat shard ({})", path, reason);
   }
+  if (!S_ISREG(info.st_mode)) {  // a directory's size passes the header check, then mmap fails with ENODEV
+    ::close(fd);
+    HYLO_FAIL("{}: not a regular file; expected a token shard (hylo data prepare writes them)", path);
+  }
   const auto file_bytes = uint64_t(info.st_size);
   if (file_bytes < kShardHeaderBytes) {
     ::close(fd);

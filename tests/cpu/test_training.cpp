@@ -152,6 +152,7 @@ TEST_CASE("bad input gives a one-line error naming the file, key or value") {
       {"train " + cfg + " --set model.local.bridge=9", "bridge"},
       {"train " + cfg + " --set data.train=" + (ws.dir / "missing.bin").string(), "missing.bin"},
       {"train " + cfg + " --set data.train=" + truncated, "truncated.bin"},
+      {"train " + cfg + " --set data.train=" + ws.dir.string(), "not a regular file"},
       {"train " + cfg + " --set data.train=" + (ws.dir / "big_vocab.bin").string(), "vocab"},
       {"train " + cfg + " --set data.val=" + truncated, "truncated.bin"},  // before the first step, not at eval
       {"train " + cfg + " --set data.val=" + (ws.dir / "missing.bin").string(), "missing.bin"},
@@ -259,6 +260,11 @@ TEST_CASE("train, bench train and eval name a flag whose value is not a number, 
   const CommandResult stop = run(w.train("never", "--stop-at soon"));
   CHECK(stop.exit_code != 0);
   CHECK(stop.output.find("train: --stop-at needs a number, got 'soon'") != std::string::npos);
+  CHECK_FALSE(fs::exists(w.dir / "never" / "metrics.jsonl"));
+  // A step below 1 used to mean "no stop" and ran the whole schedule.
+  const CommandResult negative = run(w.train("never", "--stop-at -5"));
+  CHECK(negative.exit_code != 0);
+  CHECK(negative.output.find("train: --stop-at needs a positive integer, got '-5'") != std::string::npos);
   CHECK_FALSE(fs::exists(w.dir / "never" / "metrics.jsonl"));
   const std::string bench = w.hylo + " bench train " + (w.dir / "tiny.yaml").string();
   for (const auto& [flags, message] : {std::pair{" --steps ten", "bench train: --steps needs a number, got 'ten'"},
