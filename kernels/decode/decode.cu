@@ -104,14 +104,21 @@ int sm_count() {
   return sms;
 }
 
-constexpr int kMaxSplits = 32;  // bounds the workspace
+// Split-KV: decode_mma_kernel only, and only on tiny grids: sm_count / (2 blocks) splits where that
+// is at least kMinSplits (on 132 SMs: grids of at most 16 blocks, e.g. batch 1 at H 16), none
+// elsewhere; decode_combine_kernel merges them. The combine costs about 1.5 µs a step: unsplit,
+// batch 2 and 4 at H 16 and GQA Hkv 4 at batch 8 and 16 (32 or 64 blocks) ran up to 1.25x faster
+// per step than in 2 or 4 splits; at 16 blocks 4 splits beat 8 splits and no split, and 2 lost to
+// both (experiments/results/decode.md). decode_kernel takes only grids of more than 4 blocks per
+// SM: it never splits.
+constexpr int kMinSplits = 4, kMaxSplits = 32;  // kMaxSplits bounds the workspace
 
 // Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
 // - a GQA group: decode_mma_kernel, blocks of up to 8 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
 // - MHA with at most 4 (sequence, head) slices per SM (batch 32 at H 16): decode_mma_kernel too.
 //   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
-//   unsplit, where decode_kernel splits and pays the combine. Since its products were transposed
+//   unsplit, where decode_kernel would split and pay the combine. Since its products were transposed
 //   it is 1.08-1.14x faster than decode_kernel at batch 32 (H 16, hd 64 and 128); at batch 64,
 //   where decode_kernel no longer splits, within 2% either way, with a lower PBB/SWA ratio;
 // - other MHA: decode_kernel, one head per block.
@@ -119,25 +126,24 @@ struct Plan {
   bool mma;
   int chunks;         // blocks per (sequence, kv head, split)
   int keys_per_step;  // live keys a block covers per round of all its warps or lane groups
-  int blocks_per_sm;  // the split target: about this many blocks per SM
 };
 
 Plan plan_for(const DecodeShape& s) {
   const int group = s.Hq / s.Hkv;
   if (group > 1 || int64_t(s.B) * s.Hkv <= 4 * int64_t(sm_count()))
-    return {true, (group + kMmaHeads - 1) / kMmaHeads, kMmaKeysPerStep, kMmaBlocksPerSm};
-  return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>, kBlocksPerSm};
+    return {true, (group + kMmaHeads - 1) / kMmaHeads, kMmaKeysPerStep};
+  return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>};
 }
 
-// Splits asked for before empty ones are dropped: about the plan's blocks per SM, at least one
-// block round of keys per split. Non-decreasing in keys, so it bounds the workspace.
+// Splits asked for before empty ones are dropped (the policy above), at least one block round of
+// keys per split. Non-decreasing in keys, so it bounds the workspace.
 int requested_splits(const DecodeShape& shape, int keys) {
   if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0 || keys <= 0) return 1;
   const Plan plan = plan_for(shape);
+  if (!plan.mma) return 1;
   const int64_t blocks = int64_t(shape.B) * shape.Hkv * plan.chunks;
-  const int64_t splits = std::min<int64_t>({int64_t(sm_count()) * plan.blocks_per_sm / std::max<int64_t>(blocks, 1),
-                                            keys / plan.keys_per_step, kMaxSplits});
-  return int(std::max<int64_t>(splits, 1));
+  const int64_t splits = std::min<int64_t>({sm_count() / (2 * blocks), keys / plan.keys_per_step, kMaxSplits});
+  return splits >= kMinSplits ? int(splits) : 1;
 }
 
 // Workspace of `splits` partials per (batch, query head): D sums plus (max, sum), fp32.

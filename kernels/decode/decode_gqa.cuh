@@ -29,9 +29,6 @@
 
 namespace hylo::cuda::decode {
 
-#ifndef HYLO_DECODE_MMA_BLOCKS_PER_SM
-#define HYLO_DECODE_MMA_BLOCKS_PER_SM 1
-#endif
 // Rounds of k/v rows each warp has in flight (the kernel's Stages), chosen by decode.cu from the
 // grid (experiments/results/decode.md): 4 (130 KB of shared memory per block at hd128, 1 block per
 // SM) when the grid fits one block per SM, else 3 (98 KB, 2 per SM). 3 was faster than 2 in runs
@@ -41,9 +38,6 @@ constexpr int kMmaStagesOneWave = 4, kMmaStages = 3;
 // kMmaHeads: query heads per block, the n of m16n8k16; kMmaKeys: keys per warp round, its m.
 constexpr int kMmaWarps = 4, kMmaThreads = kMmaWarps * 32, kMmaHeads = 8, kMmaKeys = 16;
 constexpr int kMmaKeysPerStep = kMmaWarps * kMmaKeys;  // one round of every warp
-// Split target: splits only until every SM has a block (2, 3 or 4 per SM measured slower: the
-// combine costs more than the longer key chains).
-constexpr int kMmaBlocksPerSm = HYLO_DECODE_MMA_BLOCKS_PER_SM;
 
 template <int D, int Stages>
 struct MmaLayout {  // dynamic shared memory, bytes: q tile, then per warp Stages stages of (k, v)

@@ -40,7 +40,7 @@ template <int D>
 constexpr int kKeysPerGroup = D == 64 ? HYLO_DECODE_KEYS64 : HYLO_DECODE_KEYS128;
 template <int D>
 constexpr int kMhaKeysPerStep = kThreads / (D / 8) * kKeysPerGroup<D>;  // one round of the block
-constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // split until about this many blocks per SM
+constexpr int kBlocksPerSm = HYLO_DECODE_BLOCKS_PER_SM;  // resident blocks per SM (its launch bounds)
 
 __device__ __forceinline__ uint4 load16(const __nv_bfloat16* p) {
   return __ldg(reinterpret_cast<const uint4*>(p));  // ld.global.nc.v4: read-only path
@@ -56,8 +56,8 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&f)[8]) {
   }
 }
 
-// Held to the registers of kBlocksPerSm resident blocks (64 at 128 threads), which the split
-// choice assumes; unheld, the even rounds' bounds took it to 72 at hd128.
+// Held to the registers of kBlocksPerSm resident blocks (64 at 128 threads): batch 64 at H 16
+// (1024 blocks) then runs in one wave; unheld, the even rounds' bounds took it to 72 at hd128.
 template <int D>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Params p) {
   constexpr int kLanes = D / 8, kGroups = kThreads / kLanes, U = kKeysPerGroup<D>, kStep = kGroups * U;

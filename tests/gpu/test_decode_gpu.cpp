@@ -227,11 +227,11 @@ TEST_CASE("back-to-back cuda decode steps queued without a sync match the CPU ca
   const int T = 300;
   uint64_t seed = 9500;
   // MHA at batch 32 on decode_mma_kernel in one pass (512 blocks), at batch 64 on decode_kernel
-  // (1024 blocks); MHA at H 4 and GQA group 8, batch 16, on decode_mma_kernel split in 2 on both
-  // caches (at most 128 and 160 live keys: 2 rounds of its 64)
-  for (const Case c : {Case{32, 16, 16, 64, false}, Case{64, 16, 16, 128, false}, Case{16, 4, 4, 64, true},
-                       Case{16, 16, 2, 128, true}})
-    for (KvSlotMap map : {KvSlotMap::pbb(128, 32), KvSlotMap::swa_ring(160)}) {
+  // (1024 blocks); MHA at H 4 and GQA group 8 on grids of 4 blocks, on decode_mma_kernel split in
+  // 4 on both caches once they hold 256 live keys (4 rounds of its 64)
+  for (const Case c : {Case{32, 16, 16, 64, false}, Case{64, 16, 16, 128, false}, Case{1, 4, 4, 64, true},
+                       Case{2, 16, 2, 128, true}})
+    for (KvSlotMap map : {KvSlotMap::pbb(256, 64), KvSlotMap::swa_ring(256)}) {
       KvCache host(map, c.B, c.Hkv, c.D);
       const DecodeShape sh = host.decode_shape(c.Hq);
       const size_t nkv = size_t(c.B) * c.Hkv * sh.slots * c.D, nq = size_t(c.B) * c.Hq * c.D;
