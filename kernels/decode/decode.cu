@@ -106,11 +106,12 @@ int sm_count() {
 
 // Split-KV: decode_mma_kernel only, and only on tiny grids: sm_count / (2 blocks) splits where that
 // is at least kMinSplits (on 132 SMs: grids of at most 16 blocks, e.g. batch 1 at H 16), none
-// elsewhere; decode_combine_kernel merges them. The combine costs about 1.5 µs a step: unsplit,
-// batch 2 and 4 at H 16 and GQA Hkv 4 at batch 8 and 16 (32 or 64 blocks) ran up to 1.25x faster
-// per step than in 2 or 4 splits; at 16 blocks 4 splits beat 8 splits and no split, and 2 lost to
-// both (experiments/results/decode.md). decode_kernel takes only grids of more than 4 blocks per
-// SM: it never splits.
+// elsewhere; decode_combine_kernel merges them. Splitting in 2 cost about 1.5 µs a step at 64
+// blocks (PBB ran that much faster unsplit), and at 16 blocks 2 splits lost to both 4 and none.
+// Against the former target of one block per SM (experiments/results/decode.md), PBB + SWA per
+// step fell by 2-17% at every batch from 1 to 16 tried (H 16 and Hkv 4); SWA alone was 6-7% slower
+// unsplit at 32 blocks and hd128, where PBB was 10-11% faster. decode_kernel takes only grids of
+// more than 4 blocks per SM: it never splits.
 constexpr int kMinSplits = 4, kMaxSplits = 32;  // kMaxSplits bounds the workspace
 
 // Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
