@@ -185,25 +185,19 @@ int run_bench_attention(const std::vector<std::string>& args) {
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("bench attention: built without CUDA (configure with -DHYLO_CUDA=ON)");
 #else
-  int device = 0;
-  cuda_ok(cudaGetDevice(&device), "no CUDA device");
-  cudaDeviceProp prop{};
-  cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
-  std::vector<bf16> pattern(1 << 20);
-  Rng rng{20261104, 7, 0};
-  for (auto& x : pattern) x = float_to_bf16(float(rng.normal()));
+  const bench::BenchDevice dev(Rng{20261104, 7, 0}, kBench);
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreate(&stream), "stream");
 
   std::printf("attention bench on %s: B=%d H=%d Hkv=%d, %s (TF/s count visited pairs; dense = T*T)\n",
-              prop.name, o.B, o.H, o.Hkv, timing_label(o).c_str());
+              dev.prop.name, o.B, o.H, o.Hkv, timing_label(o).c_str());
   std::printf("%-14s %4s %6s %12s | %9s %7s %7s | %9s | %9s %7s %7s\n", "mask", "D", "T", "pairs", "fwd ms", "TF/s",
               "dense", "bwd ms", "f+b ms", "TF/s", "dense");
   std::vector<BenchRow> rows;
   for (int hd : o.hds)
     for (int T : o.Ts)
       for (const auto& kind : o.kinds) {
-        const BenchRow r = bench_one(o, kind, hd, T, pattern, stream);
+        const BenchRow r = bench_one(o, kind, hd, T, dev.pattern, stream);
         std::printf("%-14s %4d %6d %12lld | %9.3f %7.1f %7.1f | %9.3f | %9.3f %7.1f %7.1f\n", r.mask.c_str(), r.hd,
                     r.T, (long long)r.pairs, r.fwd_ms, r.fwd_tflops, r.fwd_dense_tflops, r.bwd_ms, r.fwdbwd_ms,
                     r.fwdbwd_tflops, r.fwdbwd_dense_tflops);
@@ -211,7 +205,7 @@ int run_bench_attention(const std::vector<std::string>& args) {
         rows.push_back(r);
       }
   cudaStreamDestroy(stream);
-  if (!o.json.empty()) write_json(o.json, o, prop.name, rows);
+  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, rows);
   return 0;
 #endif
 }

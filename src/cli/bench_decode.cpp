@@ -299,20 +299,14 @@ int run_bench_decode(const std::vector<std::string>& args) {
 #else
   for (int hd : o.hds)
     HYLO_CHECK(cuda::decode_supports_head_dim(hd), "bench decode: --hd {} not supported (64 or 128)", hd);
-  int device = 0;
-  cuda_ok(cudaGetDevice(&device), "no CUDA device");
-  cudaDeviceProp prop{};
-  cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
-  std::vector<bf16> pattern(1 << 20);
-  Rng rng{20261130, 11, 0};
-  for (auto& x : pattern) x = float_to_bf16(float(rng.normal()));
+  const bench::BenchDevice dev(Rng{20261130, 11, 0}, kBench);
   cudaStream_t stream = nullptr;
   cuda_ok(cudaStreamCreate(&stream), "stream");
   const double copy_tbps = copy_rate_tbps(stream);
 
   std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
               "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
-              o.H, o.Hkv, prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
+              o.H, o.Hkv, dev.prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
   std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %7s | %8s %8s %8s | %8s %8s | %5s %5s | %5s "
               "%5s %7s %7s\n",
               "batch", "D", "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "run pbb",
@@ -321,7 +315,7 @@ int run_bench_decode(const std::vector<std::string>& args) {
   std::vector<DecodeRow> rows;
   for (int B : o.batches)
     for (int hd : o.hds) {
-      const DecodeRow r = bench_one(o, B, hd, pattern, size_t(prop.l2CacheSize), stream);
+      const DecodeRow r = bench_one(o, B, hd, dev.pattern, size_t(dev.prop.l2CacheSize), stream);
       auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
       std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8.1f %8.1f %7.2f | %8s %8s %8s | "
                   "%8.0f %8.0f | %4.0f%% %4.0f%% | %5.1f %5.2f %7.1f %7.2f\n",
@@ -340,7 +334,7 @@ int run_bench_decode(const std::vector<std::string>& args) {
               "step's grid; bound = pbb/swa if a step cost the floor plus its keys at the measured rate per key)\n",
               kHbmBytesPerS / 1e12);
   cudaStreamDestroy(stream);
-  if (!o.json.empty()) write_json(o.json, o, prop.name, copy_tbps, rows);
+  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, copy_tbps, rows);
   return 0;
 #endif
 }

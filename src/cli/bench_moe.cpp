@@ -86,8 +86,6 @@ BenchOptions parse_options(const std::vector<std::string>& args) {
 
 constexpr char kBench[] = "bench moe";
 
-void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
-
 // Random bf16 normals (never zeros): one 1 Mi-value host pattern tiled over the buffer.
 Tensor random_bf16(const Shape& shape, const std::vector<bf16>& pattern, const char* what) {
   Tensor t = Tensor::empty(shape, DType::bf16, Device::cuda, what);
@@ -225,21 +223,15 @@ int run_bench_moe(const std::vector<std::string>& args) {
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("bench moe: built without CUDA (configure with -DHYLO_CUDA=ON)");
 #else
-  int device = 0;
-  cuda_ok(cudaGetDevice(&device), "no CUDA device");
-  cudaDeviceProp prop{};
-  cuda_ok(cudaGetDeviceProperties(&prop, device), "device properties");
-  std::vector<bf16> pattern(size_t(1) << 20);
-  Rng rng{20261130, 7, 0};
-  for (bf16& x : pattern) x = float_to_bf16(float(rng.normal()));
+  const bench::BenchDevice dev(Rng{20261130, 7, 0}, kBench);
 
   std::printf("moe grouped-GEMM bench on %s: %d tokens, expert SwiGLU GEMMs (fwd 2, bwd 4 products), median of %d\n",
-              prop.name, o.tokens, o.iters);
+              dev.prop.name, o.tokens, o.iters);
   std::printf("%-30s %-27s %11s | %8s %6s %6s %6s | %8s %6s %6s %6s\n", "shape", "grouped path", "groups", "fwd ms",
               "TF/s", "dense", "ratio", "bwd ms", "TF/s", "dense", "ratio");
   std::vector<BenchRow> rows;
   for (const MoeShape& s : o.shapes)
-    for (const BenchRow& r : bench_shape(o, s, pattern)) {
+    for (const BenchRow& r : bench_shape(o, s, dev.pattern)) {
       std::printf("%-30s %-27s %5d-%-5d | %8.3f %6.1f %6.1f %6.2f | %8.3f %6.1f %6.1f %6.2f\n", r.shape.c_str(),
                   r.path.c_str(), r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_tflops,
                   r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_tflops,
@@ -247,7 +239,7 @@ int run_bench_moe(const std::vector<std::string>& args) {
       std::fflush(stdout);
       rows.push_back(r);
     }
-  if (!o.json.empty()) write_json(o.json, o, prop.name, rows);
+  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, rows);
   return 0;
 #endif
 }

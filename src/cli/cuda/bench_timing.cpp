@@ -10,6 +10,13 @@ void cuda_ok(cudaError_t err, const char* bench, const char* what) {
   HYLO_CHECK(err == cudaSuccess, "{}: {}: {}", bench, what, cudaGetErrorString(err));
 }
 
+BenchDevice::BenchDevice(Rng rng, const char* bench) : pattern(size_t(1) << 20) {
+  int device = 0;
+  cuda_ok(cudaGetDevice(&device), bench, "no CUDA device");
+  cuda_ok(cudaGetDeviceProperties(&prop, device), bench, "device properties");
+  for (bf16& x : pattern) x = float_to_bf16(float(rng.normal()));
+}
+
 namespace {
 
 // iters start/stop pairs, destroyed on every exit.

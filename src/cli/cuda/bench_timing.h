@@ -1,6 +1,6 @@
-// What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, CUDA-event
-// median timers (by call count, and do_bench's by time) and a bf16 fill from a random host
-// pattern. `bench` ("bench moe") starts every error message. CUDA builds only (src/*/cuda/); the
+// What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, the device
+// and a random host pattern, CUDA-event median timers (by call count, and do_bench's by time) and a
+// bf16 fill from the pattern. `bench` ("bench moe") starts every error message. CUDA builds only (src/*/cuda/); the
 // benches include this under HYLO_WITH_CUDA.
 #pragma once
 #include <cuda_runtime_api.h>
@@ -10,11 +10,20 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/rng.h"
 
 namespace hylo::bench {
 
 // Throws "<bench>: <what>: <CUDA error string>" unless err is cudaSuccess.
 void cuda_ok(cudaError_t err, const char* bench, const char* what);
+
+// The current device's properties, and 1 Mi random bf16 normals drawn from `rng` (inputs are never
+// zeros: METHOD.md), which fill_bf16 tiles over a bench's buffers.
+struct BenchDevice {
+  cudaDeviceProp prop{};
+  std::vector<bf16> pattern;
+  BenchDevice(Rng rng, const char* bench);
+};
 
 // Median ms of the timed calls body(0), ..., body(iters - 1), one CUDA event pair on `stream`
 // around each. First `warmup` untimed calls body(iters), body(iters + 1), ...; then `before_timed`
