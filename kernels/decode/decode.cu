@@ -121,7 +121,7 @@ constexpr int kMinSplits = 4, kMaxSplits = 32;  // kMaxSplits bounds the workspa
 //   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
 //   unsplit, where decode_kernel would split and pay the combine. Since its products were transposed
 //   it is 1.08-1.14x faster than decode_kernel at batch 32 (H 16, hd 64 and 128); at batch 64,
-//   where decode_kernel no longer splits, within 2% either way, with a lower PBB/SWA ratio;
+//   where neither splits, within 2% either way, with a lower PBB/SWA ratio;
 // - other MHA: decode_kernel, one head per block.
 struct Plan {
   bool mma;
