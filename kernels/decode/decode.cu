@@ -118,10 +118,10 @@ constexpr int kMinSplits = 4, kMaxSplits = 32;  // kMaxSplits bounds the workspa
 // - a GQA group: decode_mma_kernel, blocks of up to 8 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
 // - MHA with at most 4 (sequence, head) slices per SM (batch 32 at H 16): decode_mma_kernel too.
-//   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe
-//   unsplit, where decode_kernel would split and pay the combine. Since its products were transposed
-//   it is 1.08-1.14x faster than decode_kernel at batch 32 (H 16, hd 64 and 128); at batch 64,
-//   where neither splits, within 2% either way, with a lower PBB/SWA ratio;
+//   Its cp.async stages keep 96 KB in flight per block at hd128, so it fills the memory pipe with
+//   fewer blocks than decode_kernel needs. Since its products were transposed it is 1.08-1.14x
+//   faster than decode_kernel at batch 32 (H 16, hd 64 and 128; decode_kernel then split in 2); at
+//   batch 64 within 2% either way, with a lower PBB/SWA ratio;
 // - other MHA: decode_kernel, one head per block.
 struct Plan {
   bool mma;

@@ -2,10 +2,10 @@
 // cache, fp32 softmax. One kernel per head layout serves every cache kind (Flash-PBB b slots, SWA
 // ring, linear SWA, full): it reads only the live slots, given as at most two contiguous ranges
 // (LiveSlots, nn/kv_cache.h computes them). MHA: one query head per thread block. GQA (and MHA at
-// small batches): a block takes all (up to 8) query heads of a kv head on tensor cores, so each
-// cached row is read once per step. Split-KV when the batch is too small to fill the GPU (partial (max, sum, acc) combined
-// in a second pass). Head dims 64 and 128. Plain C++ declarations so that g++-compiled callers can
-// include this header.
+// small batches): a block takes up to 8 query heads of a kv head on tensor cores, so a group of 8
+// or fewer reads each cached row once per step. Split-KV on the smallest grids (decode.cu:
+// partial (max, sum, acc) combined in a second pass). Head dims 64 and 128. Plain C++ declarations
+// so that g++-compiled callers can include this header.
 //
 // Shape legend (as ops/cpu/decode_attention.h): q_BHD (B, Hq, D), k_BHSD / v_BHSD (B, Hkv, S, D),
 // out_BHD (B, Hq, D), new tokens k_BHD / v_BHD (B, Hkv, D). All bf16, row-major, contiguous,

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "error_of.h"
 #include "train/checkpoint.h"
 #include "train/run_dir.h"
@@ -114,13 +115,6 @@ void flip_byte(const std::string& file, uint64_t offset) {
   f.seekp(std::streamoff(offset));
   f.write(&ch, 1);
   REQUIRE(f.good());
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -293,7 +287,7 @@ TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite
   TempDir dir("rundir");
   const std::string run = dir.str() + "/runs/x";
   prepare_run_dir(run, "a: 1\n", RunDirMode::fresh);
-  CHECK(slurp(run + "/config.yaml") == "a: 1\n");
+  CHECK(read_file(run + "/config.yaml").value() == "a: 1\n");
   CHECK(fs::is_directory(run + "/checkpoints"));
   CHECK_NOTHROW(prepare_run_dir(run, "a: 1\n", RunDirMode::fresh));  // same config: fine
 
@@ -301,16 +295,16 @@ TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite
   std::ofstream(run + "/checkpoints/step_1.h5") << "x";
   CHECK(error_of([&] { prepare_run_dir(run, "a: 2\n", RunDirMode::fresh); }) ==
         run + " already holds a different config (use --resume auto or --overwrite)");
-  CHECK(slurp(run + "/config.yaml") == "a: 1\n");  // nothing on disk lost
+  CHECK(read_file(run + "/config.yaml").value() == "a: 1\n");  // nothing on disk lost
   CHECK(fs::exists(run + "/checkpoints/step_1.h5"));
 
   prepare_run_dir(run, "a: 2\n", RunDirMode::resume);
-  CHECK(slurp(run + "/config.yaml") == "a: 2\n");
-  CHECK(slurp(run + "/config.1.yaml") == "a: 1\n");  // the old config is kept
+  CHECK(read_file(run + "/config.yaml").value() == "a: 2\n");
+  CHECK(read_file(run + "/config.1.yaml").value() == "a: 1\n");  // the old config is kept
   CHECK(fs::exists(run + "/checkpoints/step_1.h5"));
 
   prepare_run_dir(run, "a: 3\n", RunDirMode::overwrite);
-  CHECK(slurp(run + "/config.yaml") == "a: 3\n");
+  CHECK(read_file(run + "/config.yaml").value() == "a: 3\n");
   CHECK_FALSE(fs::exists(run + "/checkpoints/step_1.h5"));
   CHECK_FALSE(fs::exists(run + "/metrics.jsonl"));
   CHECK(fs::is_directory(run + "/checkpoints"));
@@ -326,7 +320,7 @@ TEST_CASE("run_dir: MetricsLog writes one parseable JSON object per line") {
     log.write(MetricsRow().add("step", 3).add("loss", std::nan("")).add("eval", std::string("val")));
     log.print("step 3 | loss nan");
   }
-  std::istringstream lines(slurp(dir.path / "metrics.jsonl"));
+  std::istringstream lines(read_file(dir.path / "metrics.jsonl").value());
   std::vector<YAML::Node> rows;
   for (std::string line; std::getline(lines, line);) {
     INFO(line);
@@ -345,12 +339,12 @@ TEST_CASE("run_dir: MetricsLog writes one parseable JSON object per line") {
   CHECK(rows[1]["note"].as<std::string>() == "say \"hi\"\n\tok");
   CHECK(rows[2]["loss"].Scalar() == "NaN");
   CHECK(rows[2]["eval"].as<std::string>() == "val");
-  CHECK(slurp(dir.path / "log.txt") == "step 3 | loss nan\n");
+  CHECK(read_file(dir.path / "log.txt").value() == "step 3 | loss nan\n");
 
   // Reopening appends; truncate_after drops rows of steps being redone after a resume.
   { MetricsLog(dir.str()).write(MetricsRow().add("step", 4)); }
   MetricsLog::truncate_after(dir.str(), 2);
-  std::string kept = slurp(dir.path / "metrics.jsonl");
+  std::string kept = read_file(dir.path / "metrics.jsonl").value();
   CHECK(kept.find("\"step\":2") != std::string::npos);
   CHECK(kept.find("\"step\":3") == std::string::npos);
   CHECK(kept.find("\"step\":4") == std::string::npos);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "error_of.h"
 #include "run_command.h"
 #include "tiny_workspace.h"
@@ -19,13 +20,6 @@ using hylo::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Sweeps over a 2-layer d16 hybrid: 5 steps, eval at the end.
 struct SweepWorkspace : test::TinyWorkspace {
@@ -147,14 +141,14 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   for (const char* point : {"00_kind-pbb", "01_kind-swa"})
     CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
   // Every key the trainer wrote is one a sweep may name in `metrics` (kMetricsKeys).
-  std::istringstream rows(read_text(sweep_dir / "00_kind-pbb/metrics.jsonl"));
+  std::istringstream rows(read_file(sweep_dir / "00_kind-pbb/metrics.jsonl").value());
   for (std::string row; std::getline(rows, row);)
     for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
       const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
       CAPTURE(row);
       CHECK(std::find(kMetricsKeys.begin(), kMetricsKeys.end(), key) != kMetricsKeys.end());
     }
-  const std::string json = read_text(sweep_dir / "sweep.json");
+  const std::string json = read_file(sweep_dir / "sweep.json").value();
   CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
 
   const auto second = ws.run("sweep " + path + " --local --out out");
@@ -173,7 +167,7 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json") << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}}})";
   const auto report = ws.run("report out/l/");
   REQUIRE_MESSAGE(report.exit_code == 0, report.output);
-  const std::string md = read_text(sweep_dir / "report.md");
+  const std::string md = read_file(sweep_dir / "report.md").value();
   CHECK(md.find("| point | model.local.kind | step | loss | val_loss | val_ppl |") != std::string::npos);
   for (const char* point : {"00_kind-pbb", "01_kind-swa"}) {
     const std::string val_loss = last_metric(sweep_dir / point, "val_loss");
@@ -198,11 +192,11 @@ TEST_CASE("sweep --slurm writes an array job with one task per point and runs no
   REQUIRE_MESSAGE(r.exit_code == 0, r.output);
   const fs::path dir = ws.dir / "out/s";
   CHECK(r.output.find("sbatch " + fs::canonical(dir).string() + "/submit.sbatch") != std::string::npos);
-  const std::string script = read_text(dir / "submit.sbatch");
+  const std::string script = read_file(dir / "submit.sbatch").value();
   CHECK(script.find("#SBATCH --array=0-2\n") != std::string::npos);
   CHECK(script.find("srun \"$HYLO\" train") != std::string::npos);
   CHECK(script.find("SLURM_ARRAY_TASK_ID + 1") != std::string::npos);
-  const std::string points = read_text(dir / "points.txt");
+  const std::string points = read_file(dir / "points.txt").value();
   CHECK(std::count(points.begin(), points.end(), '\n') == 3);
   CHECK(points.find("--set 'model.local={kind: swa, window: 8}' --set 'train.lr=0.002'") != std::string::npos);
   CHECK(!fs::exists(dir / "00_local-kind-swa-window-8_lr-0.001"));

@@ -8,6 +8,7 @@
 
 #include "run_command.h"
 #include "tiny_workspace.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "nn/transformer.h"
@@ -22,13 +23,6 @@ namespace {
 
 using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Training CLI runs on a 2-layer d32 hybrid: 40 steps, eval every 20.
 struct Workspace : test::TinyWorkspace {
@@ -105,14 +99,15 @@ TEST_CASE("resuming with a checkpoint that does not fit the model fails and leav
   Workspace ws("misfit");
   REQUIRE(run(ws.train("run", "--set train.checkpoint_every=20 --stop-at 20")).exit_code == 0);
   const fs::path dir = ws.dir / "run";
-  const std::string config_before = read_text(dir / "config.yaml"), metrics_before = read_text(dir / "metrics.jsonl");
+  const std::string config_before = read_file(dir / "config.yaml").value();
+  const std::string metrics_before = read_file(dir / "metrics.jsonl").value();
   const auto misfit = run(ws.train("run", "--set train.checkpoint_every=20 --set model.ffn_hidden=40 --resume auto"));
   CHECK(misfit.exit_code != 0);
   CHECK(misfit.output.find("step_20.h5") != std::string::npos);
   CHECK(std::count(misfit.output.begin(), misfit.output.end(), '\n') == 1);
-  CHECK(read_text(dir / "config.yaml") == config_before);
+  CHECK(read_file(dir / "config.yaml").value() == config_before);
   CHECK_FALSE(fs::exists(dir / "config.1.yaml"));
-  CHECK(read_text(dir / "metrics.jsonl") == metrics_before);
+  CHECK(read_file(dir / "metrics.jsonl").value() == metrics_before);
 }
 
 TEST_CASE("a crash while checkpointing leaves the previous checkpoint valid and the run resumable") {

@@ -1,7 +1,7 @@
 // What the CUDA benches (`hylo bench attention|moe|decode`) share: a return-code check, the device
 // and a random host pattern, CUDA-event median timers (by call count, and do_bench's by time) and a
-// bf16 fill from the pattern. `bench` ("bench moe") starts every error message. CUDA builds only (src/*/cuda/); the
-// benches include this under HYLO_WITH_CUDA.
+// bf16 fill from the pattern. `bench` ("bench moe") starts every error message. CUDA builds only
+// (src/*/cuda/); the benches include this under HYLO_WITH_CUDA.
 #pragma once
 #include <cuda_runtime_api.h>
 
