@@ -138,13 +138,18 @@ Plan plan_for(const DecodeShape& s) {
 
 // Splits asked for before empty ones are dropped (the policy above), at least one block round of
 // keys per split. Non-decreasing in keys, so it bounds the workspace.
-int requested_splits(const DecodeShape& shape, int keys) {
-  if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0 || keys <= 0) return 1;
-  const Plan plan = plan_for(shape);
-  if (!plan.mma) return 1;
+int requested_splits(const DecodeShape& shape, const Plan& plan, int keys) {
+  if (!plan.mma || keys <= 0) return 1;
   const int64_t blocks = int64_t(shape.B) * shape.Hkv * plan.chunks;
   const int64_t splits = std::min<int64_t>({sm_count() / (2 * blocks), keys / plan.keys_per_step, kMaxSplits});
   return splits >= kMinSplits ? int(splits) : 1;
+}
+
+// For the public split and workspace queries, which may be asked about shapes that
+// decode_attention_forward refuses: those get no split.
+int requested_splits_unchecked(const DecodeShape& shape, int keys) {
+  if (!decode_supports_head_dim(shape.D) || shape.Hkv <= 0) return 1;
+  return requested_splits(shape, plan_for(shape), keys);
 }
 
 // Workspace of `splits` partials per (batch, query head): D sums plus (max, sum), fp32.
@@ -232,13 +237,13 @@ DecodeKernel decode_kernel_for(const DecodeShape& shape) {
 }
 
 int decode_num_splits(const DecodeShape& shape, int keys) {
-  int splits = requested_splits(shape, keys), per = 0;
+  int splits = requested_splits_unchecked(shape, keys), per = 0;
   if (keys > 0) split_keys(keys, splits, per);
   return splits;
 }
 
 size_t decode_workspace_bytes(const DecodeShape& shape, int max_keys) {
-  const int splits = requested_splits(shape, max_keys);
+  const int splits = requested_splits_unchecked(shape, max_keys);
   return splits <= 1 ? 0 : partials_bytes(shape, splits);
 }
 
@@ -256,7 +261,7 @@ void decode_attention_forward(const DecodeShape& shape, const LiveSlots& live, c
                     "decode: q, k, v and out must be 16-byte aligned");
   const int group = shape.Hq / shape.Hkv;
   const Plan plan = plan_for(shape);
-  int splits = requested_splits(shape, keys), per = 0;
+  int splits = requested_splits(shape, plan, keys), per = 0;
   split_keys(keys, splits, per);
 
   Params p{};

@@ -65,8 +65,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
   __shared__ __align__(16) float red_acc[kGroups][1][D];
 
   const int tid = threadIdx.x, grp = tid / kLanes, lane = tid % kLanes;
-  const int split = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const int j0 = split * p.keys_per_split, j1 = min(p.keys, j0 + p.keys_per_split);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int j0 = 0, j1 = p.keys;  // the plan never splits this kernel (decode.cu)
   const int rounds = max(1, (j1 - j0 + kStep - 1) / kStep), step = (j1 - j0 + rounds - 1) / rounds;
 
   const size_t head_row = (size_t(b) * p.Hkv + h) * p.slots;  // first cache row of (b, h)
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
   dst[0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
   dst[1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
   __syncthreads();
-  merge_and_store<kGroups, 1, D>(p, red_m, red_l, red_acc, 1, b, h, split, tid, kThreads);
+  merge_and_store<kGroups, 1, D>(p, red_m, red_l, red_acc, 1, b, h, 0, tid, kThreads);
 }
 
 }  // namespace hylo::cuda::decode
