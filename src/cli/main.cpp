@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "dist/communicator.h"
 
 namespace {
 
@@ -55,11 +56,10 @@ int main(int argc, char** argv) {
     auto it = commands.find(name);
     HYLO_CHECK(it != commands.end(), "unknown command '{}' (run hylo --help)", name);
     return it->second(args);
-  } catch (const hylo::Error& e) {
+  } catch (const std::exception& e) {  // hylo::Error and the rest
     std::fprintf(stderr, "hylo: error: %s\n", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "hylo: error: %s\n", e.what());
+    std::fflush(stderr);
+    hylo::dist::abort_job(1);  // the other ranks of a parallel job would wait for this one forever
     return 1;
   }
 }

@@ -113,13 +113,17 @@ void DataLoader::restore(const std::vector<uint64_t>& cursor) {
   const uint64_t batches = cursor[1] * batches_per_epoch_ + cursor[2];
   HYLO_CHECK(cursor[3] == batches * uint64_t(batch_size_) * kWordsPerStart,
              "{}: data cursor is inconsistent (rng counter {} after {} batches)", path, cursor[3], batches);
+  skip_to(batches);
+}
+
+void DataLoader::skip_to(uint64_t batches_done) {
   if (!prefetch_) {
-    batches_done_ = batches;
+    batches_done_ = batches_done;
     return;
   }
   std::lock_guard lock(mutex_);
-  batches_done_ = batches;
-  wanted_index_ = batches;
+  batches_done_ = batches_done;
+  wanted_index_ = batches_done;
   have_ready_ = false;
   changed_.notify_all();
 }

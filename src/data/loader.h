@@ -43,6 +43,9 @@ class DataLoader {
   // Continues exactly where the loader that produced `cursor` stopped. Throws when the cursor
   // came from a different shard, seed, rank layout or batch shape.
   void restore(const std::vector<uint64_t>& cursor);
+  // Continues as if `batches_done` batches had been drawn (a resume on another world size, whose
+  // cursors belong to other ranks).
+  void skip_to(uint64_t batches_done);
 
   uint64_t vocab_size() const { return shard_.vocab_size(); }
   const ShardReader& shard() const { return shard_; }

@@ -15,6 +15,7 @@
 //
 // Legend: N tokens, D d_model, E experts, K top_k, F expert hidden, A kept assignments.
 #pragma once
+#include <span>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,8 @@ class MoeFeedForward {
   // clears the tally. No-op (tally cleared) when bias_update_rate == 0.
   void update_router_bias();
   void discard_router_load();
+  // The tokens per expert tallied since the last update (data parallelism sums it over ranks).
+  std::span<int64_t> load_tally() { return load_tally_E_; }
 
  private:
   int layer_ = 0, experts_ = 0, top_k_ = 0;

@@ -146,6 +146,13 @@ void Transformer::update_router_biases() {
     if (b.moe) b.moe->update_router_bias();
 }
 
+std::vector<std::span<int64_t>> Transformer::router_load_tallies() {
+  std::vector<std::span<int64_t>> tallies;
+  for (Block& b : blocks_)
+    if (b.moe) tallies.push_back(b.moe->load_tally());
+  return tallies;
+}
+
 void Transformer::discard_router_load() {
   for (Block& b : blocks_)
     if (b.moe) b.moe->discard_router_load();

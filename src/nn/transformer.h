@@ -7,6 +7,7 @@
 // F ffn hidden, V vocab.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ class Transformer {
   void update_router_biases();
   // After a skipped step: forget the tallied loads without moving the biases.
   void discard_router_load();
+  // Each MoE layer's load tally (MoeFeedForward::load_tally), in layer order.
+  std::vector<std::span<int64_t>> router_load_tallies();
 
   // The pieces forward() is made of, public so that incremental decoding (nn/generate.h) runs
   // exactly the same arithmetic one position at a time; only the attention core differs (a KV

@@ -6,12 +6,14 @@
 #include <memory>
 
 #include "data/loader.h"
+#include "dist/communicator.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "train/buffers.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
 #include "train/flops.h"
+#include "train/gradient_sync.h"
 #include "train/model_checkpoint.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
@@ -39,6 +41,13 @@ std::string first_nonfinite_grad(const ParamList& params) {
   return "(none: the loss itself)";
 }
 
+// The value of a checkpoint's /meta key, or "" when it has none.
+std::string meta_value(const CheckpointState& s, const std::string& key) {
+  for (const auto& [k, v] : s.meta)
+    if (k == key) return v;
+  return "";
+}
+
 // Fails unless a checkpoint's moments (`group`: /optim/m or /optim/v) are the model's parameters,
 // in order.
 void check_moments(const std::vector<NamedTensor>& moments, const ParamList& params, const std::string& path,
@@ -59,18 +68,25 @@ class Trainer {
   double train_step();
   void save(int64_t step);
   void restore(const std::string& path);
+  void check_replicas_agree(int64_t step) const;
+  void sum_router_loads();
   void report_memory();
+  void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
+  bool leader() const { return comm_->rank() == 0; }
 
   Config config_;
   Device device_;
+  std::unique_ptr<dist::Communicator> comm_;
   std::string run_dir_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::DataLoader> loader_;
-  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
+  std::unique_ptr<GradientSync> gradient_sync_;  // jobs of more than one rank
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
+  std::string resume_note_;  // what a resume on another world size changes
 };
 
 Trainer::Trainer(const TrainOptions& options) {
@@ -82,11 +98,18 @@ Trainer::Trainer(const TrainOptions& options) {
   config_ = load_config(options.config_path, options.overrides);
   device_ = training_device(config_);
   stop_at_ = options.stop_at;
+  comm_ = dist::connect(device_);  // before anything is placed on a GPU: it picks the rank's
 
+  // train.batch_size is the global batch: each rank runs its share in micro-batches.
   const TrainConfig& t = config_.train;
+  const int world = comm_->size();
   micro_batch_ = t.micro_batch();
-  accumulation_ = t.accumulation_steps();
-  loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, 0, 1, t.seed);
+  HYLO_CHECK(t.batch_size % (micro_batch_ * world) == 0,
+             "{}: train.batch_size={} is not divisible by train.micro_batch_size={} x {} data-parallel ranks",
+             options.config_path, t.batch_size, micro_batch_, world);
+  accumulation_ = t.batch_size / (micro_batch_ * world);
+  loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, comm_->rank(), world,
+                                               t.seed);
   data::check_vocab(loader_->shard(), config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
   // The val shard is first read at the first evaluation: check it now (header, size, CRC, vocab),
@@ -98,18 +121,24 @@ Trainer::Trainer(const TrainOptions& options) {
   model_->set_recompute(t.recompute);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
                                        device_);
+  if (world > 1) gradient_sync_ = std::make_unique<GradientSync>(model_->parameters(), *comm_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
   if (!resume_from.empty()) restore(resume_from);
   // Only once everything above has been checked does the run directory get written: a launch
-  // that fails on bad input leaves the disk as it found it.
-  prepare_run_dir(run_dir_, to_yaml(config_), mode);
-  MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
-  metrics_ = std::make_unique<MetricsLog>(run_dir_);
-  if (!resume_from.empty())
-    log_line(metrics_.get(), fmt::format("resumed from {} at step {}", resume_from, start_step_));
+  // that fails on bad input leaves the disk as it found it. Rank 0 writes it alone.
+  if (leader()) {
+    prepare_run_dir(run_dir_, to_yaml(config_), mode);
+    MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
+    metrics_ = std::make_unique<MetricsLog>(run_dir_);
+  }
+  if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note_));
+}
+
+void Trainer::say(const std::string& line) const {
+  if (leader()) log_line(metrics_.get(), line);
 }
 
 void Trainer::restore(const std::string& path) {
@@ -123,12 +152,31 @@ void Trainer::restore(const std::string& path) {
     optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
   }
   optimizer_->set_steps_taken(s.step);
-  loader_->restore(s.data_cursor);
+  // Every rank saved its own data cursor, rank-major. The same ranks continue their streams
+  // exactly; another world size starts the new ranks' streams at the batch the step reached
+  // (DP weights and moments do not depend on the world size; the data order does).
+  const std::string saved_world = meta_value(s, "world_size");
+  const size_t ranks = saved_world.empty() ? 1 : std::strtoul(saved_world.c_str(), nullptr, 10);
+  HYLO_CHECK(ranks > 0 && s.data_cursor.size() % ranks == 0,
+             "{}: /meta/world_size '{}' does not divide the {} values of /data/cursor", path, saved_world,
+             s.data_cursor.size());
+  const size_t fields = s.data_cursor.size() / ranks;
+  if (ranks == size_t(comm_->size())) {
+    const auto mine = s.data_cursor.begin() + std::ptrdiff_t(fields * size_t(comm_->rank()));
+    loader_->restore({mine, mine + std::ptrdiff_t(fields)});
+  } else {
+    loader_->skip_to(uint64_t(s.step) * uint64_t(accumulation_));
+    resume_note_ = fmt::format(" (saved by {} data-parallel ranks, resumed on {}: the data order changes)", ranks,
+                               comm_->size());
+  }
   restore_buffers(*model_, s, path);
   start_step_ = s.step;
 }
 
 void Trainer::save(int64_t step) {
+  check_replicas_agree(step);
+  std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
+  if (!leader()) return;
   CheckpointState s;
   s.step = step;
   const ParamList& params = model_->parameters();
@@ -139,35 +187,67 @@ void Trainer::save(int64_t step) {
   }
   s.buffers = buffer_tensors(*model_);
   s.rng = {config_.train.seed, uint64_t(step)};
-  s.data_cursor = loader_->cursor();
+  s.data_cursor = std::move(cursors);
   s.config_yaml = to_yaml(config_);
-  s.meta = {{"version", "1"}, {"world_size", "1"}, {"layout", "dp=1"}, {"device", std::string(device_name(device_))}};
+  const std::string world = std::to_string(comm_->size());
+  s.meta = {{"version", "1"}, {"world_size", world}, {"layout", "dp=" + world},
+            {"device", std::string(device_name(device_))}};
   save_checkpoint(checkpoint_path(run_dir_, step), s);
   prune_checkpoints(run_dir_, config_.train.keep_last);
 }
 
-// Forward + backward over all micro-batches; returns the mean loss of the step.
+// Replicas that drifted apart (a collective that did not give every rank the same bits) would
+// make the checkpoint, which is rank 0's, silently speak for the others: compare before saving.
+void Trainer::check_replicas_agree(int64_t step) const {
+  if (comm_->size() == 1) return;
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the bytes of the masters and buffers
+  auto add = [&hash](const Tensor& t) {
+    const Tensor host = t.to(Device::cpu);
+    const auto* bytes = static_cast<const unsigned char*>(host.raw());
+    for (size_t i = 0; i < host.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  };
+  for (const Tensor& master : optimizer_->masters()) add(master);
+  for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value);
+  const std::vector<uint64_t> hashes = comm_->all_gather(std::span<const uint64_t>(&hash, 1));
+  for (size_t r = 1; r < hashes.size(); ++r)
+    HYLO_CHECK(hashes[r] == hashes[0], "data parallel: at step {} the weights of rank {} differ from rank 0's", step,
+               r);
+}
+
+// The router's bias follows the load of every rank's tokens, so that it stays replicated.
+void Trainer::sum_router_loads() {
+  if (comm_->size() == 1) return;
+  for (std::span<int64_t> tally : model_->router_load_tallies()) comm_->sum(tally);
+}
+
+// Forward + backward over this rank's micro-batches, the gradients summed over the ranks; returns
+// the mean loss of the step over all ranks. Each micro-batch's loss is scaled by 1 / (all
+// micro-batches of the step), so the sum is the mean gradient.
 double Trainer::train_step() {
   double loss_sum = 0;
   const int T = config_.train.seq_len;
+  const int micro_batches = accumulation_ * comm_->size();
   for (int micro = 0; micro < accumulation_; ++micro) {
     StepBatch batch = make_step_batch(loader_->next(), micro_batch_, T, device_);
     Var loss = model_->loss(batch.inputs_BT, batch.targets_N, vocab_valid_);
     loss_sum += double(loss.value().to(DType::f32).to_vector<float>()[0]);
-    scale(loss, 1.0 / accumulation_).backward();
+    if (gradient_sync_ && micro == accumulation_ - 1) gradient_sync_->arm();
+    scale(loss, 1.0 / micro_batches).backward();
   }
-  return loss_sum / accumulation_;
+  if (gradient_sync_) gradient_sync_->finish();
+  comm_->sum(std::span<double>(&loss_sum, 1));
+  return loss_sum / micro_batches;
 }
 
 int Trainer::run() {
   const TrainConfig& t = config_.train;
   const double tokens_per_step = double(t.batch_size) * t.seq_len;
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
-  const double peak = peak_flops(device_ == Device::cuda);
+  const double peak = peak_flops(device_ == Device::cuda) * comm_->size();
   Progress progress(t.steps, start_step_);
-  log_line(metrics_.get(), fmt::format("training {} params on {} for {} steps ({} tokens/step) in {}",
-                                       count_parameters(config_.model).back().stored, device_name(device_), t.steps,
-                                       int64_t(tokens_per_step), run_dir_));
+  say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}) in {}",
+                  count_parameters(config_.model).back().stored, device_name(device_), t.steps,
+                  int64_t(tokens_per_step), comm_->size() > 1 ? fmt::format(", {} data-parallel ranks", comm_->size()) : "", run_dir_));
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     optimizer_->zero_grad();
@@ -177,6 +257,7 @@ int Trainer::run() {
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       optimizer_->step(lr, clip_scale(norm, t.grad_clip));
+      sum_router_loads();
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {
       HYLO_FAIL("step {}: non-finite loss {} / grad norm {} (first bad gradient: {}); aborting without saving",
@@ -197,20 +278,21 @@ int Trainer::run() {
       row.add(p + "aux_loss", m.aux_loss).add(p + "load_min", m.min_load()).add(p + "load_max", m.max_load());
       row.add(p + "load_cv", m.load_cv()).add(p + "dropped", m.dropped);
     }
-    metrics_->write(row);
+    if (leader()) metrics_->write(row);
     if (done % t.log_every == 0 || done == t.steps || !finite)
-      log_line(metrics_.get(), progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
-                                   (finite ? "" : " | non-finite: update skipped"));
-    if (t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
+      say(progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
+          (finite ? "" : " | non-finite: update skipped"));
+    // Rank 0 evaluates; the others meet it at the next step's gradient sum.
+    if (leader() && t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
       EvalResult e = evaluate_val_loss(*model_, config_, device_);
       MetricsRow eval_row;
       eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
       metrics_->write(eval_row);
-      log_line(metrics_.get(), fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
+      say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
     }
     if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) save(done);
     if (done == stop_at_) {
-      log_line(metrics_.get(), fmt::format("stopping at step {} (--stop-at)", done));
+      say(fmt::format("stopping at step {} (--stop-at)", done));
       break;
     }
   }
@@ -225,7 +307,7 @@ void Trainer::report_memory() {
   std::string by_category;
   for (const auto& [what, bytes] : stats.peak_by_category)
     if (bytes >= (1u << 20)) by_category += fmt::format(", {} {:.2f}", what, double(bytes) / (1ull << 30));
-  log_line(metrics_.get(), fmt::format("peak device memory {:.2f} GiB (by category at their own peaks, GiB{})",
+  say(fmt::format("peak device memory {:.2f} GiB (by category at their own peaks, GiB{})",
                                        double(stats.peak_bytes) / (1ull << 30), by_category));
 #endif
 }

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "run_command.h"
-#include "tiny_workspace.h"
+#include "training_workspace.h"
 #include "core/file.h"
 #include "core/rng.h"
 #include "data/shard.h"
@@ -24,30 +24,7 @@ namespace {
 using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
 
-// Training CLI runs on a 2-layer d32 hybrid: 40 steps, eval every 20.
-struct Workspace : test::TinyWorkspace {
-  explicit Workspace(const std::string& name)
-      : TinyWorkspace(name,
-                      "model:\n  vocab_size: 256\n  d_model: 32\n  n_layers: 2\n  n_heads: 2\n  ffn_hidden: 64\n"
-                      "  pattern: LG\n  local: {kind: pbb, block: 8, bridge: 3}\n"
-                      "train:\n  steps: 40\n  batch_size: 4\n  seq_len: 24\n  lr: 0.003\n  warmup_steps: 5\n"
-                      "  eval_every: 20\n  eval_batches: 2\n  log_every: 10\n",
-                      20000, 4000) {}
-
-  std::string train(const std::string& run_name, const std::string& extra = "") const {
-    return hylo + " train " + (dir / "tiny.yaml").string() + " --run-dir " + (dir / run_name).string() + " " + extra;
-  }
-
-  std::vector<std::string> loss_rows(const std::string& run_name) const {
-    std::ifstream in(dir / run_name / "metrics.jsonl");
-    std::vector<std::string> rows;
-    for (std::string line; std::getline(in, line);) {
-      auto at = line.find("\"loss\":");
-      if (at != std::string::npos) rows.push_back(line.substr(0, line.find(',', at)));  // step..loss fields
-    }
-    return rows;
-  }
-};
+using Workspace = test::TrainingWorkspace;
 
 }  // namespace
 

@@ -1,0 +1,60 @@
+#include "dist/communicator.h"
+
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "core/error.h"
+#include "dist/mpi_communicator.h"
+#include "dist/single_process.h"
+
+namespace hylo::dist {
+namespace {
+
+// Open MPI's mpirun, MPICH's hydra and Slurm's PMI-2 / PMIx plugins each set one of these.
+bool started_by_mpi_launcher() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(name) != nullptr) return true;
+  return false;
+}
+
+// MPI is initialised once per process and finalised at exit, so that several communicators (the
+// tests make one per case) share it.
+void init_mpi_once() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  check_mpi(MPI_Init(nullptr, nullptr), "MPI_Init");
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> connect(Device device) {
+  if (!started_by_mpi_launcher()) return std::make_unique<SingleProcess>();
+  init_mpi_once();
+  int size = 1;
+  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
+  if (size == 1) return std::make_unique<SingleProcess>();
+  if (device == Device::cpu) return std::make_unique<MpiCommunicator>();
+#if HYLO_WITH_CUDA
+  return make_nccl_communicator();
+#else
+  HYLO_FAIL("data parallel on cuda needs a CUDA build");
+#endif
+}
+
+void abort_job(int exit_code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+}  // namespace hylo::dist

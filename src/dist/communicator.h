@@ -1,0 +1,45 @@
+// Collectives across the processes of one training job (SPEC §6). One process per device; rank
+// and world size come from the MPI launcher (mpirun, or srun with PMI/PMIx). Device tensors move
+// through NCCL on GPUs and through MPI on CPUs; host values always through MPI. Every collective
+// leaves the same bits on every rank, so replicated weights stay replicated.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hylo::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Starts an in-place sum over ranks of `tensors` (contiguous, on the job's device: f32 on CPU,
+  // bf16 or f32 on CUDA) as one message; wait() finishes every sum started. On CUDA the sum runs
+  // on the communicator's own stream after the work already queued on the compute stream.
+  virtual void start_sum(std::vector<Tensor> tensors) = 0;
+  // After it the sums are in place (on CUDA: ordered before the compute stream's next work).
+  virtual void wait() = 0;
+  // Host values summed over ranks, in place.
+  virtual void sum(std::span<double> values) = 0;
+  virtual void sum(std::span<int64_t> values) = 0;
+  // Every rank's `values` (the same length on each), rank-major.
+  virtual std::vector<uint64_t> all_gather(std::span<const uint64_t> values) = 0;
+
+ protected:
+  int rank_ = 0, size_ = 1;
+};
+
+// The job's communicator for `device`. A process not started by an MPI launcher is a job of one
+// and never initialises MPI. On CUDA each rank takes the GPU of its rank on the node.
+std::unique_ptr<Communicator> connect(Device device);
+
+// Ends every rank of the job after an error on this one: a rank that exits while the others wait
+// in a collective would leave them hanging. Returns only when the job is a single process.
+void abort_job(int exit_code);
+
+}  // namespace hylo::dist

@@ -1,0 +1,85 @@
+// Data-parallel sums of device tensors over NCCL; MPI gives the ranks, broadcasts NCCL's id and
+// carries the host values (MpiCommunicator).
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "core/cuda/check.h"
+#include "core/cuda/tensor_kernels.h"
+#include "core/error.h"
+#include "dist/mpi_communicator.h"
+
+namespace hylo::dist {
+namespace {
+
+#define HYLO_NCCL_CHECK(call)                                                                     \
+  do {                                                                                            \
+    ncclResult_t hylo_nccl_rc_ = (call);                                                          \
+    HYLO_CHECK(hylo_nccl_rc_ == ncclSuccess, "{} failed: {}", #call, ncclGetErrorString(hylo_nccl_rc_)); \
+  } while (0)
+
+class NcclCommunicator final : public MpiCommunicator {
+ public:
+  NcclCommunicator() {
+    // The rank's GPU: its index among the ranks of its node, among the GPUs it can see (one,
+    // under srun --gpus-per-task=1). Chosen before this process touches any device memory.
+    MPI_Comm node = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+    int local_rank = 0, devices = 0;
+    check_mpi(MPI_Comm_rank(node, &local_rank), "MPI_Comm_rank");
+    MPI_Comm_free(&node);
+    HYLO_CUDA_CHECK(cudaGetDeviceCount(&devices));
+    HYLO_CHECK(devices > 0, "data parallel: rank {} sees no GPU", rank_);
+    HYLO_CUDA_CHECK(cudaSetDevice(local_rank % devices));
+
+    ncclUniqueId id{};
+    if (rank_ == 0) HYLO_NCCL_CHECK(ncclGetUniqueId(&id));
+    check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm_), "MPI_Bcast");
+    HYLO_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
+    HYLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+  }
+
+  ~NcclCommunicator() override {
+    ncclCommDestroy(nccl_);
+    cudaEventDestroy(queued_);
+    cudaEventDestroy(summed_);
+    cudaStreamDestroy(stream_);
+  }
+
+  void start_sum(std::vector<Tensor> tensors) override {
+    // After the gradients' producers on the compute stream; one group: NCCL fuses its calls.
+    HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
+    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
+    HYLO_NCCL_CHECK(ncclGroupStart());
+    for (const Tensor& t : tensors) {
+      const bool bf16 = t.dtype() == DType::bf16;
+      HYLO_CHECK(t.device() == Device::cuda && t.is_contiguous() && (bf16 || t.dtype() == DType::f32),
+                 "data parallel: NCCL sums contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
+                 device_name(t.device()));
+      HYLO_NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
+                                    nccl_, stream_));
+    }
+    HYLO_NCCL_CHECK(ncclGroupEnd());
+    // Kept alive until wait(): the caching allocator may not hand their memory out meanwhile.
+    held_.insert(held_.end(), tensors.begin(), tensors.end());
+  }
+
+  void wait() override {
+    HYLO_CUDA_CHECK(cudaEventRecord(summed_, stream_));
+    HYLO_CUDA_CHECK(cudaStreamWaitEvent(cuda::stream(), summed_));
+    held_.clear();  // freed memory is reused on the compute stream, which now waits for the sums
+  }
+
+ private:
+  ncclComm_t nccl_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t queued_ = nullptr, summed_ = nullptr;
+  std::vector<Tensor> held_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator() { return std::make_unique<NcclCommunicator>(); }
+
+}  // namespace hylo::dist

@@ -1,0 +1,85 @@
+#include "dist/mpi_communicator.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hylo::dist {
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  HYLO_FAIL("{} failed: {}", call, std::string(text, size_t(length)));
+}
+
+MpiCommunicator::MpiCommunicator() {
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+  // Errors come back as return codes (check_mpi names the call) instead of aborting silently.
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  check_mpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
+void MpiCommunicator::start_sum(std::vector<Tensor> tensors) {
+  auto p = std::make_unique<Pending>();
+  size_t total = 0;
+  for (const Tensor& t : tensors) {
+    HYLO_CHECK(t.device() == Device::cpu && t.dtype() == DType::f32 && t.is_contiguous(),
+               "data parallel: MPI sums contiguous f32 CPU tensors, got {} on {}", dtype_name(t.dtype()),
+               device_name(t.device()));
+    total += size_t(t.numel());
+  }
+  p->buffer.resize(total);
+  size_t at = 0;
+  for (const Tensor& t : tensors) {
+    std::memcpy(p->buffer.data() + at, t.data<float>(), t.nbytes());
+    at += size_t(t.numel());
+  }
+  p->tensors = std::move(tensors);
+  HYLO_CHECK(total <= size_t(INT32_MAX), "data parallel: a bucket of {} floats is too large for one MPI message",
+             total);
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), int(total), MPI_FLOAT, MPI_SUM, comm_, &p->request),
+            "MPI_Iallreduce");
+  pending_.push_back(std::move(p));
+}
+
+void MpiCommunicator::wait() {
+  for (auto& p : pending_) {
+    check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");
+    size_t at = 0;
+    for (const Tensor& t : p->tensors) {
+      std::memcpy(t.data<float>(), p->buffer.data() + at, t.nbytes());
+      at += size_t(t.numel());
+    }
+  }
+  pending_.clear();
+}
+
+void MpiCommunicator::sum(std::span<double> values) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_DOUBLE, MPI_SUM, comm_),
+            "MPI_Allreduce");
+}
+
+void MpiCommunicator::sum(std::span<int64_t> values) {
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, values.data(), int(values.size()), MPI_INT64_T, MPI_SUM, comm_),
+            "MPI_Allreduce");
+}
+
+std::vector<uint64_t> MpiCommunicator::all_gather(std::span<const uint64_t> values) {
+  std::vector<uint64_t> all(values.size() * size_t(size_));
+  check_mpi(MPI_Allgather(values.data(), int(values.size()), MPI_UINT64_T, all.data(), int(values.size()),
+                          MPI_UINT64_T, comm_),
+            "MPI_Allgather");
+  return all;
+}
+
+}  // namespace hylo::dist

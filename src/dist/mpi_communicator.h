@@ -1,0 +1,47 @@
+// The MPI communicator: collectives over MPI_COMM_WORLD for CPU jobs, and the host side (rank,
+// host sums, the NCCL id's broadcast) of GPU jobs. Used by communicator.cpp and the NCCL
+// communicator only.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+
+namespace hylo::dist {
+
+// Throws naming the MPI call and MPI's own message unless `rc` is MPI_SUCCESS.
+void check_mpi(int rc, const char* call);
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator();
+  ~MpiCommunicator() override;
+
+  void start_sum(std::vector<Tensor> tensors) override;
+  void wait() override;
+  void sum(std::span<double> values) override;
+  void sum(std::span<int64_t> values) override;
+  std::vector<uint64_t> all_gather(std::span<const uint64_t> values) override;
+
+ protected:
+  MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: its own message space
+
+ private:
+  // One started sum: its tensors packed into `buffer` while the reduction runs.
+  struct Pending {
+    std::vector<Tensor> tensors;
+    std::vector<float> buffer;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  std::vector<std::unique_ptr<Pending>> pending_;
+};
+
+#if HYLO_WITH_CUDA
+// NCCL for device tensors, MPI for the rest (dist/cuda/nccl_communicator.cpp).
+std::unique_ptr<Communicator> make_nccl_communicator();
+#endif
+
+}  // namespace hylo::dist

@@ -1,0 +1,43 @@
+// Data parallelism's gradient sum (SPEC §6). Every rank holds the whole model and runs its own
+// micro-batches; the gradients are summed over the ranks in buckets of parameters while the
+// step's last backward still runs: a bucket starts as soon as the last of its parameters'
+// gradients is final (the autograd's grad-ready hook), so the sums of later layers travel while
+// earlier layers are still being differentiated.
+#pragma once
+#include <vector>
+
+#include "dist/communicator.h"
+#include "nn/parameter.h"
+
+namespace hylo {
+
+class GradientSync {
+ public:
+  // Buckets hold about `bucket_bytes` of fp32 gradient each, parameters in reverse registration
+  // order (the order backward finishes them). Installs the grad-ready hooks: the object must
+  // outlive every backward of `params`, and not move.
+  GradientSync(ParamList& params, dist::Communicator& comm, size_t bucket_bytes = size_t(25) << 20);
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  // Call before the step's last backward: from then on final gradients join their buckets.
+  void arm();
+  // Call after that backward: starts what is left (a parameter with no gradient sums zeros, as the
+  // other ranks may have one), waits, and disarms. Buckets start in one order on every rank.
+  void finish();
+
+ private:
+  void on_ready(size_t param);
+  void start_ready_buckets();
+
+  ParamList& params_;
+  dist::Communicator& comm_;
+  std::vector<std::vector<size_t>> buckets_;  // parameter indices
+  std::vector<size_t> bucket_of_;             // per parameter
+  std::vector<size_t> waiting_;               // per bucket: gradients not yet final
+  std::vector<bool> ready_;                   // per parameter, this step
+  size_t next_bucket_ = 0;                    // buckets below it have been started
+  bool armed_ = false;
+};
+
+}  // namespace hylo

@@ -1,0 +1,175 @@
+// Data parallelism on CPU (SPEC §6). Two suites: "ranks" runs under `mpirun -np 2` (the
+// communicator's collectives, and the gradient sum against one process's arithmetic); "launch"
+// runs as one process and starts `mpirun -np 2 hylo train` itself (resume, world-size changes,
+// errors). ctest runs each suite once (tests/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "../cpu/run_command.h"
+#include "../cpu/training_workspace.h"
+#include "core/rng.h"
+#include "dist/communicator.h"
+#include "nn/transformer.h"
+#include "ops/ops.h"
+#include "train/gradient_sync.h"
+
+using namespace hylo;
+
+namespace {
+
+// Rank q's values for a test: the same on every rank, so each can compute the expected sum.
+std::vector<float> values_of(int q, int n, uint64_t salt) {
+  Rng rng{salt, uint64_t(q), 0};
+  std::vector<float> v(size_t(n), 0.f);
+  for (float& x : v) x = float(rng.uniform()) - 0.5f;
+  return v;
+}
+
+ModelConfig small_model(bool moe) {
+  ModelConfig c;
+  c.vocab_size = 29;
+  c.d_model = 16;
+  c.n_layers = 2;
+  c.n_heads = 2;
+  c.ffn_hidden = 24;
+  c.pattern = "LG";
+  c.local = {"pbb", 0, 6, 2};
+  c.tie_embeddings = true;  // one parameter read twice: its gradient is final only after both
+  if (moe) {
+    c.moe.experts = 4;
+    c.moe.top_k = 2;
+  }
+  return c;
+}
+
+// Micro-batch m of rank q: (inputs (2, 9), targets (18)).
+std::pair<Tensor, Tensor> micro_batch(int q, int m) {
+  Rng rng{77, uint64_t(q), uint64_t(m)};
+  std::vector<int32_t> ids(18), targets(18);
+  for (auto& x : ids) x = int32_t(rng.below(29));
+  for (auto& x : targets) x = int32_t(rng.below(29));
+  return {Tensor::from_vector(ids, {2, 9}), Tensor::from_vector(targets, {18})};
+}
+
+// Rank q's gradient of a step of two micro-batches, each scaled by 1 / (all micro-batches).
+void accumulate_rank_step(Transformer& model, int q, int world, GradientSync* sync) {
+  for (int m = 0; m < 2; ++m) {
+    auto [inputs, targets] = micro_batch(q, m);
+    if (sync && m == 1) sync->arm();
+    scale(model.loss(inputs, targets, 29), 1.0 / (2 * world)).backward();
+  }
+  if (sync) sync->finish();
+}
+
+}  // namespace
+
+TEST_SUITE("ranks") {
+  TEST_CASE("the MPI communicator's sums and gathers give every rank the expected bits") {
+    auto comm = dist::connect(Device::cpu);
+    REQUIRE_MESSAGE(comm->size() == 2, "run under mpirun -np 2");
+    const int rank = comm->rank();
+    Tensor a = Tensor::from_vector(values_of(rank, 1000, 1), {10, 100});
+    Tensor b = Tensor::from_vector(values_of(rank, 7, 2), {7});
+    Tensor c = Tensor::from_vector(values_of(rank, 33, 3), {3, 11});
+    comm->start_sum({a});
+    comm->start_sum({b, c});  // a second message, of two tensors packed together
+    comm->wait();
+    for (auto [t, n, salt] : {std::tuple{a, 1000, 1}, std::tuple{b, 7, 2}, std::tuple{c, 33, 3}}) {
+      const std::vector<float> v0 = values_of(0, n, salt), v1 = values_of(1, n, salt), got = t.to_vector<float>();
+      for (size_t i = 0; i < v0.size(); ++i) REQUIRE(got[i] == v0[i] + v1[i]);
+    }
+
+    double host[2] = {0.25 * (rank + 1), -1.0};
+    comm->sum(std::span<double>(host, 2));
+    CHECK(host[0] == 0.75);
+    CHECK(host[1] == -2.0);
+    int64_t count = rank + 5;
+    comm->sum(std::span<int64_t>(&count, 1));
+    CHECK(count == 11);
+    const uint64_t mine[2] = {uint64_t(rank), uint64_t(10 + rank)};
+    CHECK(comm->all_gather(mine) == std::vector<uint64_t>{0, 10, 1, 11});
+  }
+
+  TEST_CASE("data-parallel gradients are the sum of each rank's step, bit for bit (dense and MoE)") {
+    auto comm = dist::connect(Device::cpu);
+    REQUIRE(comm->size() == 2);
+    for (bool moe : {false, true}) {
+      CAPTURE(moe);
+      // This rank's model, synced in buckets of 4 KB (several per model), recomputing its blocks
+      // (their parameters become final inside a nested backward).
+      Transformer dp(small_model(moe), 5);
+      dp.set_recompute(true);
+      GradientSync sync(dp.parameters(), *comm, 4096);
+      accumulate_rank_step(dp, comm->rank(), 2, &sync);
+      // The same arithmetic in this process: each rank's step on its own copy, then their sum.
+      Transformer rank0(small_model(moe), 5), rank1(small_model(moe), 5);
+      accumulate_rank_step(rank0, 0, 2, nullptr);
+      accumulate_rank_step(rank1, 1, 2, nullptr);
+      const ParamList& p = dp.parameters();
+      REQUIRE(p.size() == rank0.parameters().size());
+      for (size_t i = 0; i < p.size(); ++i) {
+        CAPTURE(p[i].name);
+        const std::vector<float> got = p[i].var.grad().to_vector<float>();
+        const std::vector<float> g0 = rank0.parameters()[i].var.grad().to_vector<float>();
+        const std::vector<float> g1 = rank1.parameters()[i].var.grad().to_vector<float>();
+        bool same = true, nonzero = false;
+        for (size_t j = 0; j < got.size(); ++j) {
+          same = same && got[j] == g0[j] + g1[j];
+          nonzero = nonzero || got[j] != 0.f;
+        }
+        CHECK(same);
+        CHECK(nonzero);
+      }
+      // The router's load tallies (what the bias update reads), summed as the trainer sums them.
+      std::vector<std::span<int64_t>> tallies = dp.router_load_tallies();
+      CHECK(tallies.size() == (moe ? 2u : 0u));
+      for (size_t layer = 0; layer < tallies.size(); ++layer) {
+        comm->sum(tallies[layer]);
+        const auto t0 = rank0.router_load_tallies()[layer], t1 = rank1.router_load_tallies()[layer];
+        for (size_t e = 0; e < tallies[layer].size(); ++e) CHECK(tallies[layer][e] == t0[e] + t1[e]);
+      }
+    }
+  }
+}
+
+TEST_SUITE("launch") {
+  namespace fs = std::filesystem;
+  // Open MPI refuses to start as root without these (CI runs as root); 2 ranks on any core count.
+  const std::string kMpirun =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 2 --oversubscribe ";
+
+  TEST_CASE("mpirun -np 2 hylo train: a 2-rank checkpoint resumes bit-exactly, and on 1 rank") {
+    test::TrainingWorkspace ws("dp");
+    const std::string steps = "--set train.steps=12 --set train.micro_batch_size=1 --set train.eval_every=6 ";
+    auto straight = test::run_command(kMpirun + ws.train("straight", steps));
+    REQUIRE_MESSAGE(straight.exit_code == 0, straight.output);
+    CHECK(straight.output.find("2 data-parallel ranks") != std::string::npos);
+    auto first = test::run_command(kMpirun + ws.train("split", steps + "--set train.checkpoint_every=6 --stop-at 6"));
+    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+    auto second = test::run_command(kMpirun + ws.train("split", steps + "--resume auto"));
+    REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+    const auto a = ws.loss_rows("straight"), b = ws.loss_rows("split");
+    REQUIRE(a.size() == 12);
+    REQUIRE(b.size() == 12);
+    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
+
+    // The same checkpoint on one process: weights and moments carry over, the data order cannot.
+    fs::create_directories(ws.dir / "single");
+    fs::copy(ws.dir / "split/checkpoints", ws.dir / "single/checkpoints", fs::copy_options::recursive);
+    auto single = test::run_command(ws.train("single", steps + "--resume " +
+                                             (ws.dir / "single/checkpoints/step_6.h5").string()));
+    REQUIRE_MESSAGE(single.exit_code == 0, single.output);
+    CHECK(single.output.find("saved by 2 data-parallel ranks, resumed on 1") != std::string::npos);
+  }
+
+  TEST_CASE("mpirun -np 2 hylo train: a batch the ranks cannot share fails on every rank in one line") {
+    test::TrainingWorkspace ws("dp_bad");
+    auto r = test::run_command(kMpirun + ws.train("run", "--set train.batch_size=6 --set train.micro_batch_size=2"));
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find("train.batch_size=6 is not divisible by train.micro_batch_size=2 x 2 data-parallel ranks") !=
+          std::string::npos);
+    CHECK(!fs::exists(ws.dir / "run"));
+  }
+}
