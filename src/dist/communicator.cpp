@@ -34,12 +34,11 @@ void init_mpi_once() {
 
 }  // namespace
 
+// Under a launcher even a job of one rank takes the MPI (or NCCL) path: `mpirun -np 1` runs on a
+// single GPU everything a larger job runs.
 std::unique_ptr<Communicator> connect(Device device) {
   if (!started_by_mpi_launcher()) return std::make_unique<SingleProcess>();
   init_mpi_once();
-  int size = 1;
-  check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &size), "MPI_Comm_size");
-  if (size == 1) return std::make_unique<SingleProcess>();
   if (device == Device::cpu) return std::make_unique<MpiCommunicator>();
 #if HYLO_WITH_CUDA
   return make_nccl_communicator();

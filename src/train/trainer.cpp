@@ -82,7 +82,7 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
-  std::unique_ptr<GradientSync> gradient_sync_;  // jobs of more than one rank
+  std::unique_ptr<GradientSync> gradient_sync_;
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
@@ -121,7 +121,7 @@ Trainer::Trainer(const TrainOptions& options) {
   model_->set_recompute(t.recompute);
   optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
                                        device_);
-  if (world > 1) gradient_sync_ = std::make_unique<GradientSync>(model_->parameters(), *comm_);
+  gradient_sync_ = std::make_unique<GradientSync>(model_->parameters(), *comm_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
@@ -231,10 +231,10 @@ double Trainer::train_step() {
     StepBatch batch = make_step_batch(loader_->next(), micro_batch_, T, device_);
     Var loss = model_->loss(batch.inputs_BT, batch.targets_N, vocab_valid_);
     loss_sum += double(loss.value().to(DType::f32).to_vector<float>()[0]);
-    if (gradient_sync_ && micro == accumulation_ - 1) gradient_sync_->arm();
+    if (micro == accumulation_ - 1) gradient_sync_->arm();
     scale(loss, 1.0 / micro_batches).backward();
   }
-  if (gradient_sync_) gradient_sync_->finish();
+  gradient_sync_->finish();
   comm_->sum(std::span<double>(&loss_sum, 1));
   return loss_sum / micro_batches;
 }
