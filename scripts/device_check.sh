@@ -73,7 +73,7 @@ for stage in $stages; do
         mpirun -np 1 -x LD_LIBRARY_PATH -x NCCL_DEBUG \
         $hylo train configs/tiny.yaml --device cuda --run-dir /tmp/tiny_cuda_dp --overwrite \
         --set model.d_model=128 --set model.n_heads=2 --set train.steps=50 --set train.eval_every=0 \
-        --set train.checkpoint_every=25 2>&1 | tail -3
+        --set train.checkpoint_every=25 2>&1 | grep -E "NCCL version|^step +50/|error"
       cp /tmp/tiny_cuda_dp/metrics.jsonl "$OUT/tiny_cuda_dp_metrics.jsonl"
       echo "dp (mpirun -np 1) losses equal curve's: $(python3 -c 'import json, sys
 rows = [[json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:]]

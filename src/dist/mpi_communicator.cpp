@@ -50,11 +50,17 @@ void MpiCommunicator::start_sum(std::vector<Tensor> tensors) {
   check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), int(total), MPI_FLOAT, MPI_SUM, comm_, &p->request),
             "MPI_Iallreduce");
   pending_.push_back(std::move(p));
+  // MPI moves non-blocking collectives along only inside MPI calls (no progress thread): give the
+  // earlier buckets a turn while backward still runs.
+  for (auto& q : pending_) {
+    int done = 0;
+    if (q->request != MPI_REQUEST_NULL) check_mpi(MPI_Test(&q->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  }
 }
 
 void MpiCommunicator::wait() {
   for (auto& p : pending_) {
-    check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");
+    check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");  // at once if MPI_Test finished it
     size_t at = 0;
     for (const Tensor& t : p->tensors) {
       std::memcpy(t.data<float>(), p->buffer.data() + at, t.nbytes());
