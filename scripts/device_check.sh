@@ -4,9 +4,9 @@
 #   tests   the CUDA op table (ctest label gpu, via the test binary)
 #   curve   50 steps of the tiny hybrid (hd 64) on the real corpus on cuda, for comparison with
 #           the CPU curve recorded under experiments/results/
-#   dp      the curve's run under `mpirun -np 1`: the data-parallel path (MPI, NCCL, gradient
-#           buckets, replica hash, rank 0's checkpoint) on one GPU; its losses must equal curve's
-#           (run curve first)
+#   dp      the curve's run under `mpirun -np 1`, without and with ZeRO-1: the data-parallel path
+#           (MPI, NCCL, gradient buckets or reduces to owners, replica hash, rank 0's checkpoint)
+#           on one GPU; the losses of both must equal curve's (run curve first)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
@@ -69,16 +69,18 @@ for stage in $stages; do
       cp /tmp/tiny_cuda/metrics.jsonl "$OUT/tiny_cuda_metrics.jsonl"
       echo "curve: $(tail -1 /tmp/tiny_cuda/metrics.jsonl)" >>"$summary" ;;
     dp)
-      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_DEBUG=${NCCL_DEBUG:-VERSION} \
-        mpirun -np 1 -x LD_LIBRARY_PATH -x NCCL_DEBUG \
-        $hylo train configs/tiny.yaml --device cuda --run-dir /tmp/tiny_cuda_dp --overwrite \
-        --set model.d_model=128 --set model.n_heads=2 --set train.steps=50 --set train.eval_every=0 \
-        --set train.checkpoint_every=25 2>&1 | grep -E "NCCL version|^step +50/|error"
-      cp /tmp/tiny_cuda_dp/metrics.jsonl "$OUT/tiny_cuda_dp_metrics.jsonl"
-      echo "dp (mpirun -np 1) losses equal curve's: $(python3 -c 'import json, sys
+      for zero in false true; do
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 NCCL_DEBUG=${NCCL_DEBUG:-VERSION} \
+          mpirun -np 1 -x LD_LIBRARY_PATH -x NCCL_DEBUG \
+          $hylo train configs/tiny.yaml --device cuda --run-dir /tmp/tiny_cuda_dp_$zero --overwrite \
+          --set model.d_model=128 --set model.n_heads=2 --set train.steps=50 --set train.eval_every=0 \
+          --set train.checkpoint_every=25 --set train.zero1=$zero 2>&1 | grep -E "NCCL version|^step +50/|error"
+        cp /tmp/tiny_cuda_dp_$zero/metrics.jsonl "$OUT/tiny_cuda_dp_zero1_${zero}_metrics.jsonl"
+        echo "dp (mpirun -np 1, zero1 $zero) losses equal curve's: $(python3 -c 'import json, sys
 rows = [[json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:]]
-print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /tmp/tiny_cuda_dp/metrics.jsonl)" |
-        tee -a "$summary" ;;
+print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /tmp/tiny_cuda_dp_$zero/metrics.jsonl)" |
+          tee -a "$summary"
+      done ;;
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
         --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;

@@ -18,12 +18,18 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
+  static constexpr int kEveryRank = -1;
   // Starts an in-place sum over ranks of `tensors` (contiguous, on the job's device: f32 on CPU,
-  // bf16 or f32 on CUDA) as one message; wait() finishes every sum started. On CUDA the sum runs
-  // on the communicator's own stream after the work already queued on the compute stream.
-  virtual void start_sum(std::vector<Tensor> tensors) = 0;
+  // bf16 or f32 on CUDA) as one message; wait() finishes every sum started. For root kEveryRank
+  // every rank receives the sum; otherwise only rank `root` does (a reduce: ZeRO-1's owners) and
+  // the others' tensors stay as they were. On CUDA the sums run on the communicator's own stream
+  // after the work already queued on the compute stream.
+  virtual void start_sum(std::vector<Tensor> tensors, int root) = 0;
   // After it the sums are in place (on CUDA: ordered before the compute stream's next work).
   virtual void wait() = 0;
+  // Rank root's `tensors` copied into every other rank's (same shapes and dtypes everywhere), as
+  // one message; done on return (on CUDA: ordered as wait() orders the sums).
+  virtual void broadcast(std::vector<Tensor> tensors, int root) = 0;
   // Host values summed over ranks, in place.
   virtual void sum(std::span<double> values) = 0;
   virtual void sum(std::span<int64_t> values) = 0;

@@ -29,26 +29,51 @@ MpiCommunicator::~MpiCommunicator() {
   if (!finalized) MPI_Comm_free(&comm_);
 }
 
-void MpiCommunicator::start_sum(std::vector<Tensor> tensors) {
-  auto p = std::make_unique<Pending>();
+namespace {
+
+// The floats of `tensors` (contiguous f32 CPU tensors) one after the other.
+std::vector<float> pack(const std::vector<Tensor>& tensors) {
   size_t total = 0;
   for (const Tensor& t : tensors) {
     HYLO_CHECK(t.device() == Device::cpu && t.dtype() == DType::f32 && t.is_contiguous(),
-               "data parallel: MPI sums contiguous f32 CPU tensors, got {} on {}", dtype_name(t.dtype()),
+               "data parallel: MPI moves contiguous f32 CPU tensors, got {} on {}", dtype_name(t.dtype()),
                device_name(t.device()));
     total += size_t(t.numel());
   }
-  p->buffer.resize(total);
+  HYLO_CHECK(total <= size_t(INT32_MAX), "data parallel: {} floats are too many for one MPI message", total);
+  std::vector<float> buffer(total);
   size_t at = 0;
   for (const Tensor& t : tensors) {
-    std::memcpy(p->buffer.data() + at, t.data<float>(), t.nbytes());
+    std::memcpy(buffer.data() + at, t.data<float>(), t.nbytes());
     at += size_t(t.numel());
   }
+  return buffer;
+}
+
+void unpack(const std::vector<float>& buffer, const std::vector<Tensor>& tensors) {
+  size_t at = 0;
+  for (const Tensor& t : tensors) {
+    std::memcpy(t.data<float>(), buffer.data() + at, t.nbytes());
+    at += size_t(t.numel());
+  }
+}
+
+}  // namespace
+
+void MpiCommunicator::start_sum(std::vector<Tensor> tensors, int root) {
+  auto p = std::make_unique<Pending>();
+  p->buffer = pack(tensors);
   p->tensors = std::move(tensors);
-  HYLO_CHECK(total <= size_t(INT32_MAX), "data parallel: a bucket of {} floats is too large for one MPI message",
-             total);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), int(total), MPI_FLOAT, MPI_SUM, comm_, &p->request),
-            "MPI_Iallreduce");
+  const int count = int(p->buffer.size());
+  if (root == kEveryRank) {
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), count, MPI_FLOAT, MPI_SUM, comm_, &p->request),
+              "MPI_Iallreduce");
+  } else {
+    p->receives = rank_ == root;
+    check_mpi(MPI_Ireduce(p->receives ? MPI_IN_PLACE : p->buffer.data(), p->buffer.data(), count, MPI_FLOAT, MPI_SUM,
+                          root, comm_, &p->request),
+              "MPI_Ireduce");
+  }
   pending_.push_back(std::move(p));
   // MPI moves non-blocking collectives along only inside MPI calls (no progress thread): give the
   // earlier buckets a turn while backward still runs.
@@ -61,13 +86,15 @@ void MpiCommunicator::start_sum(std::vector<Tensor> tensors) {
 void MpiCommunicator::wait() {
   for (auto& p : pending_) {
     check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");  // at once if MPI_Test finished it
-    size_t at = 0;
-    for (const Tensor& t : p->tensors) {
-      std::memcpy(t.data<float>(), p->buffer.data() + at, t.nbytes());
-      at += size_t(t.numel());
-    }
+    if (p->receives) unpack(p->buffer, p->tensors);
   }
   pending_.clear();
+}
+
+void MpiCommunicator::broadcast(std::vector<Tensor> tensors, int root) {
+  std::vector<float> buffer = pack(tensors);
+  check_mpi(MPI_Bcast(buffer.data(), int(buffer.size()), MPI_FLOAT, root, comm_), "MPI_Bcast");
+  if (rank_ != root) unpack(buffer, tensors);
 }
 
 void MpiCommunicator::sum(std::span<double> values) {

@@ -20,8 +20,9 @@ class MpiCommunicator : public Communicator {
   MpiCommunicator();
   ~MpiCommunicator() override;
 
-  void start_sum(std::vector<Tensor> tensors) override;
+  void start_sum(std::vector<Tensor> tensors, int root) override;
   void wait() override;
+  void broadcast(std::vector<Tensor> tensors, int root) override;
   void sum(std::span<double> values) override;
   void sum(std::span<int64_t> values) override;
   std::vector<uint64_t> all_gather(std::span<const uint64_t> values) override;
@@ -34,6 +35,7 @@ class MpiCommunicator : public Communicator {
   struct Pending {
     std::vector<Tensor> tensors;
     std::vector<float> buffer;
+    bool receives = true;  // this rank gets the sum
     MPI_Request request = MPI_REQUEST_NULL;
   };
   std::vector<std::unique_ptr<Pending>> pending_;

@@ -94,6 +94,7 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.log_every"), t.log_every, "log_interval");
   f(std::string("train.nan_policy"), t.nan_policy, "on_nan");
   f(std::string("train.recompute"), t.recompute, "activation_checkpointing gradient_checkpointing checkpoint_activations");
+  f(std::string("train.zero1"), t.zero1, "zero zero_stage shard_optimizer");
 
   f(std::string("data.train"), c.data.train, "train_bin train_path train_data");
   f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation");

@@ -25,6 +25,7 @@ struct TrainConfig {
           eval_every = 0 /*0 = never in-loop*/, eval_batches = 8, log_every = 1;
   std::string nan_policy = "skip";  // skip | abort
   bool recompute = false;
+  bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (train/zero.h)
 
   int micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
   int accumulation_steps() const { return batch_size / micro_batch(); }

@@ -4,8 +4,8 @@
 
 namespace hylo {
 
-GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, size_t bucket_bytes)
-    : params_(params), comm_(comm), bucket_of_(params.size()), ready_(params.size()) {
+GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner, size_t bucket_bytes)
+    : params_(params), comm_(comm), owner_(std::move(owner)), bucket_of_(params.size()), ready_(params.size()) {
   size_t bytes = bucket_bytes;  // of the bucket being filled; a full one starts the next
   for (size_t i = params.size(); i-- > 0;) {
     const size_t param_bytes = size_t(params[i].var.value().numel()) * sizeof(float);
@@ -43,9 +43,20 @@ void GradientSync::on_ready(size_t param) {
 
 void GradientSync::start_ready_buckets() {
   for (; next_bucket_ < buckets_.size() && waiting_[next_bucket_] == 0; ++next_bucket_) {
-    std::vector<Tensor> grads;
-    for (size_t i : buckets_[next_bucket_]) grads.push_back(params_[i].var.grad());
-    comm_.start_sum(std::move(grads));
+    const std::vector<size_t>& bucket = buckets_[next_bucket_];
+    if (owner_.empty()) {
+      std::vector<Tensor> grads;
+      for (size_t i : bucket) grads.push_back(params_[i].var.grad());
+      comm_.start_sum(std::move(grads), dist::Communicator::kEveryRank);
+      continue;
+    }
+    // One message per owner, owners in rank order: every rank starts them in the same order.
+    for (int root = 0; root < comm_.size(); ++root) {
+      std::vector<Tensor> grads;
+      for (size_t i : bucket)
+        if (owner_[i] == root) grads.push_back(params_[i].var.grad());
+      if (!grads.empty()) comm_.start_sum(std::move(grads), root);
+    }
   }
 }
 

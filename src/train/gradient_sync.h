@@ -14,9 +14,11 @@ namespace hylo {
 class GradientSync {
  public:
   // Buckets hold about `bucket_bytes` of fp32 gradient each, parameters in reverse registration
-  // order (the order backward finishes them). Installs the grad-ready hooks: the object must
-  // outlive every backward of `params`, and not move.
-  GradientSync(ParamList& params, dist::Communicator& comm, size_t bucket_bytes = size_t(25) << 20);
+  // order (the order backward finishes them). `owner`: under ZeRO-1 each parameter's sum goes to
+  // its owner rank only (empty: every rank receives every sum). Installs the grad-ready hooks: the
+  // object must outlive every backward of `params`, and not move.
+  GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner = {},
+               size_t bucket_bytes = size_t(25) << 20);
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
@@ -33,6 +35,7 @@ class GradientSync {
   ParamList& params_;
   dist::Communicator& comm_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
+  std::vector<int> owner_;                    // per parameter, or empty
   std::vector<size_t> bucket_of_;             // per parameter
   std::vector<size_t> waiting_;               // per bucket: gradients not yet final
   std::vector<bool> ready_;                   // per parameter, this step

@@ -14,39 +14,45 @@
 
 namespace hylo {
 
-AdamW::AdamW(ParamList& params, AdamWOptions options, Device device)
-    : params_(params), options_(options), device_(device) {
-  for (Parameter& p : params_) {
-    const Tensor& value = p.var.value();
+AdamW::AdamW(ParamList& params, AdamWOptions options, Device device, std::vector<bool> owned)
+    : params_(params), options_(options), device_(device), owned_(std::move(owned)) {
+  if (owned_.empty()) owned_.assign(params_.size(), true);
+  HYLO_CHECK(owned_.size() == params_.size(), "optimizer: ownership of {} parameters for {}", owned_.size(),
+             params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& value = params_[i].var.value();
     HYLO_CHECK(value.dtype() == DType::f32 && value.device() == Device::cpu,
-               "optimizer: parameter {} must start as an fp32 CPU tensor", p.name);
-    master_.push_back(device == Device::cpu ? value : value.to(device));
-    m_.push_back(Tensor::zeros(value.shape(), DType::f32, device, "adam m"));
-    v_.push_back(Tensor::zeros(value.shape(), DType::f32, device, "adam v"));
+               "optimizer: parameter {} must start as an fp32 CPU tensor", params_[i].name);
+    const bool own = owned_[i];
+    master_.push_back(device == Device::cpu ? value : own ? value.to(device) : Tensor());
+    m_.push_back(own ? Tensor::zeros(value.shape(), DType::f32, device, "adam m") : Tensor());
+    v_.push_back(own ? Tensor::zeros(value.shape(), DType::f32, device, "adam v") : Tensor());
+    if (device != Device::cpu)
+      params_[i].var.mutable_value() = (own ? master_.back() : value.to(device)).to(DType::bf16);
   }
-  refresh_compute_copies();
-}
-
-void AdamW::refresh_compute_copies() {
-  if (device_ == Device::cpu) return;  // the masters are the parameters
-  for (size_t i = 0; i < params_.size(); ++i) params_[i].var.mutable_value() = master_[i].to(DType::bf16);
 }
 
 void AdamW::load_masters(const std::vector<Tensor>& values_cpu) {
   HYLO_CHECK(values_cpu.size() == master_.size(), "optimizer: {} master tensors for {} parameters", values_cpu.size(),
              master_.size());
-  for (size_t i = 0; i < master_.size(); ++i) master_[i].copy_from(values_cpu[i].to(device_));
-  refresh_compute_copies();
+  for (size_t i = 0; i < master_.size(); ++i) {
+    if (master_[i].defined()) master_[i].copy_from(values_cpu[i].to(device_));
+    // The compute copy (CUDA): from the master where this rank keeps one, else from the value.
+    if (device_ != Device::cpu)
+      params_[i].var.mutable_value() = (master_[i].defined() ? master_[i] : values_cpu[i].to(device_)).to(DType::bf16);
+  }
 }
 
 double AdamW::grad_norm() const {
   std::vector<const void*> buffers;
   std::vector<int64_t> sizes;
-  for (const Parameter& p : params_) {
-    if (!p.var.has_grad()) continue;
-    buffers.push_back(p.var.grad().raw());
-    sizes.push_back(p.var.grad().numel());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Var& v = params_[i].var;
+    if (!owned_[i] || !v.has_grad()) continue;
+    buffers.push_back(v.grad().raw());
+    sizes.push_back(v.grad().numel());
   }
+  if (buffers.empty()) return 0.0;  // a ZeRO-1 rank that owns nothing
   if (device_ == Device::cpu)
     return cpu::global_norm(int(buffers.size()), reinterpret_cast<const float* const*>(buffers.data()), sizes.data());
 #if HYLO_WITH_CUDA
@@ -64,7 +70,7 @@ void AdamW::step(double lr, double grad_scale) {
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = params_[i];
-    if (!p.var.has_grad()) continue;
+    if (!owned_[i] || !p.var.has_grad()) continue;
     const float decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
     const Tensor& g = p.var.grad();
     if (device_ == Device::cpu) {

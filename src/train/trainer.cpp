@@ -20,6 +20,7 @@
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/step_batch.h"
+#include "train/zero.h"
 
 #if HYLO_WITH_CUDA
 #include "core/cuda/allocator.h"
@@ -66,6 +67,7 @@ class Trainer {
 
  private:
   double train_step();
+  double grad_norm() const;
   void save(int64_t step);
   void restore(const std::string& path);
   void check_replicas_agree(int64_t step) const;
@@ -83,6 +85,7 @@ class Trainer {
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
   std::unique_ptr<GradientSync> gradient_sync_;
+  std::vector<int> owner_;  // ZeRO-1: each parameter's owner rank; empty without ZeRO-1
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
@@ -119,9 +122,14 @@ Trainer::Trainer(const TrainOptions& options) {
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
   model_->set_recompute(t.recompute);
-  optimizer_ = std::make_unique<AdamW>(model_->parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay},
-                                       device_);
-  gradient_sync_ = std::make_unique<GradientSync>(model_->parameters(), *comm_);
+  ParamList& params = model_->parameters();
+  std::vector<bool> owned;  // empty: this rank updates every parameter
+  if (t.zero1) {
+    owner_ = assign_owners(params, world);
+    for (int r : owner_) owned.push_back(r == comm_->rank());
+  }
+  optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_, owned);
+  gradient_sync_ = std::make_unique<GradientSync>(params, *comm_, owner_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
@@ -148,6 +156,7 @@ void Trainer::restore(const std::string& path) {
   check_moments(s.optim_m, params, path, "/optim/m");
   check_moments(s.optim_v, params, path, "/optim/v");
   for (size_t i = 0; i < s.optim_m.size(); ++i) {
+    if (!optimizer_->owns(i)) continue;
     optimizer_->moments_m()[i].copy_from(s.optim_m[i].value.to(device_));
     optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
   }
@@ -176,14 +185,17 @@ void Trainer::restore(const std::string& path) {
 void Trainer::save(int64_t step) {
   check_replicas_agree(step);
   std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
+  const ParamList& params = model_->parameters();
+  OptimizerState state;
+  if (!owner_.empty()) state = gather_optimizer_state(*optimizer_, params, owner_, *comm_);
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
-  const ParamList& params = model_->parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    s.model.push_back({params[i].name, optimizer_->masters()[i].to(Device::cpu)});
-    s.optim_m.push_back({params[i].name, optimizer_->moments_m()[i].to(Device::cpu)});
-    s.optim_v.push_back({params[i].name, optimizer_->moments_v()[i].to(Device::cpu)});
+    const bool gathered = !owner_.empty();
+    s.model.push_back({params[i].name, gathered ? state.masters[i] : optimizer_->masters()[i].to(Device::cpu)});
+    s.optim_m.push_back({params[i].name, gathered ? state.m[i] : optimizer_->moments_m()[i].to(Device::cpu)});
+    s.optim_v.push_back({params[i].name, gathered ? state.v[i] : optimizer_->moments_v()[i].to(Device::cpu)});
   }
   s.buffers = buffer_tensors(*model_);
   s.rng = {config_.train.seed, uint64_t(step)};
@@ -200,13 +212,15 @@ void Trainer::save(int64_t step) {
 // make the checkpoint, which is rank 0's, silently speak for the others: compare before saving.
 void Trainer::check_replicas_agree(int64_t step) const {
   if (comm_->size() == 1) return;
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the bytes of the masters and buffers
+  // FNV-1a over the bytes of what every rank holds alike: the parameters as the forward reads them
+  // (masters on the CPU, bf16 copies on CUDA) and the buffers.
+  uint64_t hash = 1469598103934665603ull;
   auto add = [&hash](const Tensor& t) {
     const Tensor host = t.to(Device::cpu);
     const auto* bytes = static_cast<const unsigned char*>(host.raw());
     for (size_t i = 0; i < host.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
   };
-  for (const Tensor& master : optimizer_->masters()) add(master);
+  for (const Parameter& p : model_->parameters()) add(p.var.value());
   for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value);
   const std::vector<uint64_t> hashes = comm_->all_gather(std::span<const uint64_t>(&hash, 1));
   for (size_t r = 1; r < hashes.size(); ++r)
@@ -239,24 +253,37 @@ double Trainer::train_step() {
   return loss_sum / micro_batches;
 }
 
+// The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of its own
+// parameters only: their squared norms are added over the ranks.
+double Trainer::grad_norm() const {
+  const double norm = optimizer_->grad_norm();
+  if (owner_.empty()) return norm;
+  double squared = norm * norm;
+  comm_->sum(std::span<double>(&squared, 1));
+  return std::sqrt(squared);
+}
+
 int Trainer::run() {
   const TrainConfig& t = config_.train;
   const double tokens_per_step = double(t.batch_size) * t.seq_len;
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * comm_->size();
   Progress progress(t.steps, start_step_);
+  const std::string ranks = comm_->size() == 1 ? ""
+                            : fmt::format(", {} data-parallel ranks{}", comm_->size(), t.zero1 ? " with ZeRO-1" : "");
   say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}) in {}",
                   count_parameters(config_.model).back().stored, device_name(device_), t.steps,
-                  int64_t(tokens_per_step), comm_->size() > 1 ? fmt::format(", {} data-parallel ranks", comm_->size()) : "", run_dir_));
+                  int64_t(tokens_per_step), ranks, run_dir_));
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     optimizer_->zero_grad();
     const double lr = schedule_.at(step);
     const double loss = train_step();
-    const double norm = optimizer_->grad_norm();
+    const double norm = grad_norm();
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       optimizer_->step(lr, clip_scale(norm, t.grad_clip));
+      if (!owner_.empty()) share_updated_params(model_->parameters(), owner_, *comm_);
       sum_router_loads();
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {

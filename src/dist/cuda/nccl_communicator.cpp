@@ -47,22 +47,12 @@ class NcclCommunicator final : public MpiCommunicator {
     cudaStreamDestroy(stream_);
   }
 
-  void start_sum(std::vector<Tensor> tensors) override {
-    // After the gradients' producers on the compute stream; one group: NCCL fuses its calls.
-    HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
-    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
-    HYLO_NCCL_CHECK(ncclGroupStart());
-    for (const Tensor& t : tensors) {
-      const bool bf16 = t.dtype() == DType::bf16;
-      HYLO_CHECK(t.device() == Device::cuda && t.is_contiguous() && (bf16 || t.dtype() == DType::f32),
-                 "data parallel: NCCL sums contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
-                 device_name(t.device()));
-      HYLO_NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), bf16 ? ncclBfloat16 : ncclFloat32, ncclSum,
-                                    nccl_, stream_));
-    }
-    HYLO_NCCL_CHECK(ncclGroupEnd());
-    // Kept alive until wait(): the caching allocator may not hand their memory out meanwhile.
-    held_.insert(held_.end(), tensors.begin(), tensors.end());
+  void start_sum(std::vector<Tensor> tensors, int root) override {
+    queue(std::move(tensors), [&](const Tensor& t, ncclDataType_t type) {
+      const size_t n = size_t(t.numel());
+      return root == kEveryRank ? ncclAllReduce(t.raw(), t.raw(), n, type, ncclSum, nccl_, stream_)
+                                : ncclReduce(t.raw(), t.raw(), n, type, ncclSum, root, nccl_, stream_);
+    });
   }
 
   void wait() override {
@@ -71,7 +61,33 @@ class NcclCommunicator final : public MpiCommunicator {
     held_.clear();  // freed memory is reused on the compute stream, which now waits for the sums
   }
 
+  void broadcast(std::vector<Tensor> tensors, int root) override {
+    queue(std::move(tensors), [&](const Tensor& t, ncclDataType_t type) {
+      return ncclBroadcast(t.raw(), t.raw(), size_t(t.numel()), type, root, nccl_, stream_);
+    });
+    wait();
+  }
+
  private:
+  // One NCCL call per tensor, as one group (NCCL fuses them), on this communicator's stream after
+  // the work already queued on the compute stream.
+  template <class Call>
+  void queue(std::vector<Tensor> tensors, Call call) {
+    HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
+    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
+    HYLO_NCCL_CHECK(ncclGroupStart());
+    for (const Tensor& t : tensors) {
+      const bool bf16 = t.dtype() == DType::bf16;
+      HYLO_CHECK(t.device() == Device::cuda && t.is_contiguous() && (bf16 || t.dtype() == DType::f32),
+                 "data parallel: NCCL moves contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
+                 device_name(t.device()));
+      HYLO_NCCL_CHECK(call(t, bf16 ? ncclBfloat16 : ncclFloat32));
+    }
+    HYLO_NCCL_CHECK(ncclGroupEnd());
+    // Kept alive until wait(): the caching allocator may not hand their memory out meanwhile.
+    held_.insert(held_.end(), tensors.begin(), tensors.end());
+  }
+
   ncclComm_t nccl_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t queued_ = nullptr, summed_ = nullptr;
