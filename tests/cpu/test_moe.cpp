@@ -14,6 +14,7 @@
 
 #include "error_of.h"
 #include "model_gradcheck.h"
+#include "small_model.h"
 #include "core/rng.h"
 #include "nn/moe.h"
 #include "nn/transformer.h"
@@ -339,13 +340,7 @@ TEST_CASE("MoE transformer: aux loss only in training passes, names, buffers") {
 }
 
 TEST_CASE("a tiny MoE transformer overfits one batch") {
-  ModelConfig c;
-  c.vocab_size = 64;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.pattern = "LG";
-  c.local = {"pbb", 0, 8, 2};
+  ModelConfig c = test::small_hybrid(64);
   c.moe.experts = 4;
   c.moe.top_k = 2;
   c.moe.expert_hidden = 32;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "run_command.h"
+#include "small_model.h"
 #include "training_workspace.h"
 #include "core/file.h"
 #include "core/rng.h"
@@ -29,14 +30,8 @@ using Workspace = test::TrainingWorkspace;
 }  // namespace
 
 TEST_CASE("a tiny hybrid overfits one batch") {
-  ModelConfig c;
-  c.vocab_size = 64;
-  c.d_model = 32;
-  c.n_layers = 2;
-  c.n_heads = 2;
+  ModelConfig c = test::small_hybrid(64);
   c.ffn_hidden = 64;
-  c.pattern = "LG";
-  c.local = {"pbb", 0, 8, 2};
   Transformer model(c, 3);
   AdamW optimizer(model.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.0}, Device::cpu);
   Rng rng{9, 0, 0};

@@ -5,19 +5,15 @@
 #include <algorithm>
 
 #include "nn/transformer.h"
+#include "small_model.h"
 #include "train/zero.h"
 
 using namespace hylo;
 
 TEST_CASE("ZeRO-1 owners: largest first to the least loaded rank, the same every time") {
-  ModelConfig c;
-  c.vocab_size = 64;
-  c.d_model = 32;
+  ModelConfig c = test::small_hybrid(64);
   c.n_layers = 3;
-  c.n_heads = 2;
-  c.ffn_hidden = 64;
   c.pattern = "LLG";
-  c.local = {"pbb", 0, 8, 2};
   Transformer model(c, 3);
   const ParamList& params = model.parameters();
   for (int ranks : {1, 2, 3, 5}) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "../cpu/run_command.h"
+#include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
@@ -28,14 +29,7 @@ std::vector<float> values_of(int q, int n, uint64_t salt) {
 }
 
 ModelConfig small_model(bool moe) {
-  ModelConfig c;
-  c.vocab_size = 29;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.ffn_hidden = 24;
-  c.pattern = "LG";
-  c.local = {"pbb", 0, 6, 2};
+  ModelConfig c = test::small_hybrid(29);
   c.tie_embeddings = true;  // one parameter read twice: its gradient is final only after both
   if (moe) {
     c.moe.experts = 4;
@@ -147,27 +141,33 @@ TEST_SUITE("launch") {
   const std::string kMpirun =
       "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 2 --oversubscribe ";
 
+  test::CommandResult succeeds(const std::string& command) {
+    auto result = test::run_command(command);
+    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
+    return result;
+  }
+
+  // Runs `a` and `b` (12 steps each) have the same loss at every step.
+  void check_same_losses(const test::TrainingWorkspace& ws, const std::string& a, const std::string& b) {
+    const auto rows_a = ws.loss_rows(a), rows_b = ws.loss_rows(b);
+    REQUIRE(rows_a.size() == 12);
+    REQUIRE(rows_b.size() == 12);
+    for (size_t i = 0; i < rows_a.size(); ++i) CHECK(rows_a[i] == rows_b[i]);
+  }
+
   TEST_CASE("mpirun -np 2 hylo train: a 2-rank checkpoint resumes bit-exactly, and on 1 rank") {
     test::TrainingWorkspace ws("dp");
     const std::string steps = "--set train.steps=12 --set train.micro_batch_size=1 --set train.eval_every=6 ";
-    auto straight = test::run_command(kMpirun + ws.train("straight", steps));
-    REQUIRE_MESSAGE(straight.exit_code == 0, straight.output);
-    CHECK(straight.output.find("2 data-parallel ranks") != std::string::npos);
-    auto first = test::run_command(kMpirun + ws.train("split", steps + "--set train.checkpoint_every=6 --stop-at 6"));
-    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
-    auto second = test::run_command(kMpirun + ws.train("split", steps + "--resume auto"));
-    REQUIRE_MESSAGE(second.exit_code == 0, second.output);
-    const auto a = ws.loss_rows("straight"), b = ws.loss_rows("split");
-    REQUIRE(a.size() == 12);
-    REQUIRE(b.size() == 12);
-    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
+    CHECK(succeeds(kMpirun + ws.train("straight", steps)).output.find("2 data-parallel ranks") != std::string::npos);
+    succeeds(kMpirun + ws.train("split", steps + "--set train.checkpoint_every=6 --stop-at 6"));
+    succeeds(kMpirun + ws.train("split", steps + "--resume auto"));
+    check_same_losses(ws, "straight", "split");
 
     // The same checkpoint on one process: weights and moments carry over, the data order cannot.
     fs::create_directories(ws.dir / "single");
     fs::copy(ws.dir / "split/checkpoints", ws.dir / "single/checkpoints", fs::copy_options::recursive);
-    auto single = test::run_command(ws.train("single", steps + "--resume " +
-                                             (ws.dir / "single/checkpoints/step_6.h5").string()));
-    REQUIRE_MESSAGE(single.exit_code == 0, single.output);
+    const std::string checkpoint = (ws.dir / "single/checkpoints/step_6.h5").string();
+    const auto single = succeeds(ws.train("single", steps + "--resume " + checkpoint));
     CHECK(single.output.find("saved by 2 data-parallel ranks, resumed on 1") != std::string::npos);
   }
 
@@ -176,17 +176,12 @@ TEST_SUITE("launch") {
     // No clipping: the two runs add the gradient's squares in different orders, and the clip scale
     // would carry that last-bit difference into the weights.
     const std::string steps = "--set train.steps=12 --set train.micro_batch_size=1 --set train.grad_clip=0 ";
-    auto plain = test::run_command(kMpirun + ws.train("plain", steps));
-    REQUIRE_MESSAGE(plain.exit_code == 0, plain.output);
-    auto first = test::run_command(
+    succeeds(kMpirun + ws.train("plain", steps));
+    const auto zero = succeeds(
         kMpirun + ws.train("zero", steps + "--set train.zero1=true --set train.checkpoint_every=6 --stop-at 6"));
-    REQUIRE_MESSAGE(first.exit_code == 0, first.output);
-    auto second = test::run_command(kMpirun + ws.train("zero", steps + "--resume auto"));
-    REQUIRE_MESSAGE(second.exit_code == 0, second.output);
-    const auto a = ws.loss_rows("plain"), b = ws.loss_rows("zero");
-    REQUIRE(a.size() == 12);
-    REQUIRE(b.size() == 12);
-    for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
+    CHECK(zero.output.find("2 data-parallel ranks with ZeRO-1") != std::string::npos);
+    succeeds(kMpirun + ws.train("zero", steps + "--resume auto"));
+    check_same_losses(ws, "plain", "zero");
   }
 
   TEST_CASE("mpirun -np 2 hylo train: a batch the ranks cannot share fails on every rank in one line") {
