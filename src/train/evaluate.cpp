@@ -7,23 +7,35 @@
 
 namespace hylo {
 
-EvalResult evaluate_val_loss(const Transformer& model, const Config& config, Device device) {
+double val_loss_sum(const Transformer& model, const Config& config, Device device, int rank, int ranks) {
   NoGradGuard no_grad;
   const TrainConfig& t = config.train;
   const int B = t.micro_batch();
-  // A fixed seed, independent of the training seed's progress: every evaluation sees the same batches.
-  data::DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed);
+  // A fixed seed, independent of the training seed's progress: every evaluation sees the same
+  // batches. Batch i is a function of i alone, so a rank can go straight to its own.
+  data::DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed,
+                       /*prefetch=*/false);
   const int vocab_valid = int(val.vocab_size());
   double sum = 0;
-  for (int64_t i = 0; i < t.eval_batches; ++i) {
+  for (int64_t i = rank; i < t.eval_batches; i += ranks) {
+    val.skip_to(uint64_t(i));
     StepBatch batch = make_step_batch(val.next(), B, t.seq_len, device);
     sum += double(model.loss(batch.inputs_BT, batch.targets_N, vocab_valid).value().to(DType::f32).to_vector<float>()[0]);
   }
+  return sum;
+}
+
+EvalResult val_loss_result(double loss_sum, const Config& config) {
+  const TrainConfig& t = config.train;
   EvalResult r;
-  r.loss = t.eval_batches ? sum / double(t.eval_batches) : 0.0;
+  r.loss = t.eval_batches ? loss_sum / double(t.eval_batches) : 0.0;
   r.perplexity = std::exp(r.loss);
-  r.tokens = t.eval_batches * int64_t(B) * t.seq_len;
+  r.tokens = t.eval_batches * int64_t(t.micro_batch()) * t.seq_len;
   return r;
+}
+
+EvalResult evaluate_val_loss(const Transformer& model, const Config& config, Device device) {
+  return val_loss_result(val_loss_sum(model, config, device, 0, 1), config);
 }
 
 }  // namespace hylo

@@ -16,4 +16,9 @@ struct EvalResult {
 
 EvalResult evaluate_val_loss(const Transformer& model, const Config& config, Device device);
 
+// The same in parts, for data-parallel jobs: rank `rank` of `ranks` sums the losses of batches
+// rank, rank + ranks, ...; the ranks' sums added up give val_loss_result its argument.
+double val_loss_sum(const Transformer& model, const Config& config, Device device, int rank, int ranks);
+EvalResult val_loss_result(double loss_sum, const Config& config);
+
 }  // namespace hylo

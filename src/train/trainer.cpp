@@ -103,10 +103,13 @@ Trainer::Trainer(const TrainOptions& options) {
   stop_at_ = options.stop_at;
   comm_ = dist::connect(device_);  // before anything is placed on a GPU: it picks the rank's
 
-  // train.batch_size is the global batch: each rank runs its share in micro-batches.
+  // train.batch_size is the global batch: each rank runs its share in micro-batches (by default
+  // in one).
   const TrainConfig& t = config_.train;
   const int world = comm_->size();
-  micro_batch_ = t.micro_batch();
+  HYLO_CHECK(t.batch_size % world == 0, "{}: train.batch_size={} is not divisible by {} data-parallel ranks",
+             options.config_path, t.batch_size, world);
+  micro_batch_ = t.micro_batch_size > 0 ? t.micro_batch_size : t.batch_size / world;
   HYLO_CHECK(t.batch_size % (micro_batch_ * world) == 0,
              "{}: train.batch_size={} is not divisible by train.micro_batch_size={} x {} data-parallel ranks",
              options.config_path, t.batch_size, micro_batch_, world);
@@ -309,12 +312,15 @@ int Trainer::run() {
     if (done % t.log_every == 0 || done == t.steps || !finite)
       say(progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
           (finite ? "" : " | non-finite: update skipped"));
-    // Rank 0 evaluates; the others meet it at the next step's gradient sum.
-    if (leader() && t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
-      EvalResult e = evaluate_val_loss(*model_, config_, device_);
-      MetricsRow eval_row;
-      eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
-      metrics_->write(eval_row);
+    if (t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
+      double loss_sum = val_loss_sum(*model_, config_, device_, comm_->rank(), comm_->size());  // a share each
+      comm_->sum(std::span<double>(&loss_sum, 1));
+      const EvalResult e = val_loss_result(loss_sum, config_);
+      if (leader()) {
+        MetricsRow eval_row;
+        eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
+        metrics_->write(eval_row);
+      }
       say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
     }
     if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) save(done);

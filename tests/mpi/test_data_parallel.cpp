@@ -10,6 +10,7 @@
 #include "../cpu/run_command.h"
 #include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
 #include "nn/transformer.h"
@@ -163,6 +164,16 @@ TEST_SUITE("launch") {
     succeeds(kMpirun + ws.train("split", steps + "--resume auto"));
     check_same_losses(ws, "straight", "split");
 
+    // The ranks share the evaluation batches: the final val loss is the one process's `hylo eval`.
+    const std::string json = (ws.dir / "eval.json").string();
+    succeeds(ws.hylo + " eval " + (ws.dir / "straight").string() + " --json " + json);
+    const std::string eval = read_file(json).value_or(""),
+                      metrics = read_file((ws.dir / "straight/metrics.jsonl").string()).value_or("");
+    const auto number_after = [](const std::string& text, size_t at) { return std::stod(text.substr(at)); };
+    const double alone = number_after(eval, eval.find("\"loss\": ") + 8);
+    const double ranks = number_after(metrics, metrics.rfind("\"val_loss\":") + 11);
+    CHECK(alone == doctest::Approx(ranks).epsilon(1e-12));
+
     // The same checkpoint on one process: weights and moments carry over, the data order cannot.
     fs::create_directories(ws.dir / "single");
     fs::copy(ws.dir / "split/checkpoints", ws.dir / "single/checkpoints", fs::copy_options::recursive);
@@ -190,6 +201,10 @@ TEST_SUITE("launch") {
     CHECK(r.exit_code != 0);
     CHECK(r.output.find("train.batch_size=6 is not divisible by train.micro_batch_size=2 x 2 data-parallel ranks") !=
           std::string::npos);
+    // Without a micro-batch size each rank takes its share of the batch in one.
+    auto odd = test::run_command(kMpirun + ws.train("run", "--set train.batch_size=5"));
+    CHECK(odd.exit_code != 0);
+    CHECK(odd.output.find("train.batch_size=5 is not divisible by 2 data-parallel ranks") != std::string::npos);
     CHECK(!fs::exists(ws.dir / "run"));
   }
 }
