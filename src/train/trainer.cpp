@@ -227,7 +227,7 @@ void Trainer::check_replicas_agree(int64_t step) const {
   for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value);
   const std::vector<uint64_t> hashes = comm_->all_gather(std::span<const uint64_t>(&hash, 1));
   for (size_t r = 1; r < hashes.size(); ++r)
-    HYLO_CHECK(hashes[r] == hashes[0], "data parallel: at step {} the weights of rank {} differ from rank 0's", step,
+    HYLO_CHECK(hashes[r] == hashes[0], "data parallel: at step {} the weights or buffers of rank {} differ from rank 0's", step,
                r);
 }
 

@@ -195,6 +195,15 @@ TEST_SUITE("launch") {
     check_same_losses(ws, "plain", "zero");
   }
 
+  TEST_CASE("mpirun -np 2 hylo train on an MoE model: the router biases follow every rank's load") {
+    // Each rank's bias update sees the load summed over the ranks, so the biases stay replicated;
+    // the checkpoint's replica check (weights and buffers) would fail otherwise.
+    test::TrainingWorkspace ws("dp_moe");
+    succeeds(kMpirun + ws.train("moe", "--set train.steps=6 --set train.checkpoint_every=3 --set model.moe.experts=4 "
+                                       "--set model.moe.bias_update_rate=0.01"));
+    CHECK(fs::exists(ws.dir / "moe/checkpoints/step_6.h5"));
+  }
+
   TEST_CASE("mpirun -np 2 hylo train: a batch the ranks cannot share fails on every rank in one line") {
     test::TrainingWorkspace ws("dp_bad");
     auto r = test::run_command(kMpirun + ws.train("run", "--set train.batch_size=6 --set train.micro_batch_size=2"));
