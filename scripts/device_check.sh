@@ -7,6 +7,9 @@
 #   dp      the curve's run under `mpirun -np 1`, without and with ZeRO-1: the data-parallel path
 #           (MPI, NCCL, gradient buckets or reduces to owners, replica hash, rank 0's checkpoint)
 #           on one GPU; the losses of both must equal curve's (run curve first)
+#   dp_cost  what the data-parallel machinery costs on one GPU: configs/205m-pbb.yaml for 20 steps
+#           alone and under `mpirun -np 1` (NCCL; buckets, hooks, sums that move nothing), without and
+#           with ZeRO-1; mean tokens/s of steps 6-20 of each (metrics.jsonl)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
@@ -79,6 +82,21 @@ for stage in $stages; do
         echo "dp (mpirun -np 1, zero1 $zero) losses equal curve's: $(python3 -c 'import json, sys
 rows = [[json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:]]
 print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /tmp/tiny_cuda_dp_$zero/metrics.jsonl)" |
+          tee -a "$summary"
+      done ;;
+    dp_cost)
+      mpi="mpirun -np 1 -x LD_LIBRARY_PATH"
+      for run in alone dp dp_zero1; do
+        launch=""; [ "$run" != alone ] && launch=$mpi
+        zero=false; [ "$run" = dp_zero1 ] && zero=true
+        # shellcheck disable=SC2086  # $launch is a command prefix
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 $launch $hylo train configs/205m-pbb.yaml \
+          --device cuda --run-dir /tmp/dp_cost_$run --overwrite --set train.steps=20 --set train.eval_every=0 \
+          --set train.checkpoint_every=1000 --set train.zero1=$zero 2>&1 | grep -E "^step +20/|error"
+        cp /tmp/dp_cost_$run/metrics.jsonl "$OUT/dp_cost_${run}_metrics.jsonl"
+        echo "dp_cost $run: $(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])][5:]
+print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' /tmp/dp_cost_$run/metrics.jsonl)" |
           tee -a "$summary"
       done ;;
     attn)
