@@ -1,7 +1,9 @@
 // Collectives across the processes of one training job (SPEC §6). One process per device; rank
 // and world size come from the MPI launcher (mpirun, or srun with PMI/PMIx). Device tensors move
-// through NCCL on GPUs and through MPI on CPUs; host values always through MPI. Every collective
-// leaves the same bits on every rank, so replicated weights stay replicated.
+// through NCCL on GPUs and through MPI on CPUs; host values always through MPI. Replicated
+// weights stay replicated only if every rank gets the same bits from a sum: NCCL's ring and tree
+// sums and Open MPI's give that, but MPI does not promise it, so the trainer compares the
+// replicas before each checkpoint.
 #pragma once
 #include <cstdint>
 #include <memory>
