@@ -1,6 +1,5 @@
 #include "dist/mpi_communicator.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"

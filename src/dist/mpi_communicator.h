@@ -5,7 +5,6 @@
 #include <mpi.h>
 
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "dist/communicator.h"

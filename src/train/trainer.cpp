@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "data/loader.h"
+#include "data/shard.h"
 #include "dist/communicator.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
@@ -69,7 +70,7 @@ class Trainer {
   double train_step();
   double grad_norm() const;
   void save(int64_t step);
-  void restore(const std::string& path);
+  std::string restore(const std::string& path);  // returns a note for the log ("" or what changed)
   void check_replicas_agree(int64_t step) const;
   void sum_router_loads();
   void report_memory();
@@ -89,7 +90,6 @@ class Trainer {
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
-  std::string resume_note_;  // what a resume on another world size changes
 };
 
 Trainer::Trainer(const TrainOptions& options) {
@@ -137,7 +137,7 @@ Trainer::Trainer(const TrainOptions& options) {
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
-  if (!resume_from.empty()) restore(resume_from);
+  const std::string resume_note = resume_from.empty() ? "" : restore(resume_from);
   // Only once everything above has been checked does the run directory get written: a launch
   // that fails on bad input leaves the disk as it found it. Rank 0 writes it alone.
   if (leader()) {
@@ -145,14 +145,14 @@ Trainer::Trainer(const TrainOptions& options) {
     MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
     metrics_ = std::make_unique<MetricsLog>(run_dir_);
   }
-  if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note_));
+  if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note));
 }
 
 void Trainer::say(const std::string& line) const {
   if (leader()) log_line(metrics_.get(), line);
 }
 
-void Trainer::restore(const std::string& path) {
+std::string Trainer::restore(const std::string& path) {
   CheckpointState s = load_checkpoint(path);
   const ParamList& params = model_->parameters();
   optimizer_->load_masters(checkpoint_masters(s, params, path));
@@ -173,32 +173,32 @@ void Trainer::restore(const std::string& path) {
              "{}: /meta/world_size '{}' does not divide the {} values of /data/cursor", path, saved_world,
              s.data_cursor.size());
   const size_t fields = s.data_cursor.size() / ranks;
+  std::string note;
   if (ranks == size_t(comm_->size())) {
     const auto mine = s.data_cursor.begin() + std::ptrdiff_t(fields * size_t(comm_->rank()));
     loader_->restore({mine, mine + std::ptrdiff_t(fields)});
   } else {
     loader_->skip_to(uint64_t(s.step) * uint64_t(accumulation_));
-    resume_note_ = fmt::format(" (saved by {} data-parallel ranks, resumed on {}: the data order changes)", ranks,
-                               comm_->size());
+    note = fmt::format(" (saved by {} data-parallel ranks, resumed on {}: the data order changes)", ranks,
+                       comm_->size());
   }
   restore_buffers(*model_, s, path);
   start_step_ = s.step;
+  return note;
 }
 
 void Trainer::save(int64_t step) {
   check_replicas_agree(step);
   std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
   const ParamList& params = model_->parameters();
-  OptimizerState state;
-  if (!owner_.empty()) state = gather_optimizer_state(*optimizer_, params, owner_, *comm_);
+  OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, owner_, *comm_);
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
   for (size_t i = 0; i < params.size(); ++i) {
-    const bool gathered = !owner_.empty();
-    s.model.push_back({params[i].name, gathered ? state.masters[i] : optimizer_->masters()[i].to(Device::cpu)});
-    s.optim_m.push_back({params[i].name, gathered ? state.m[i] : optimizer_->moments_m()[i].to(Device::cpu)});
-    s.optim_v.push_back({params[i].name, gathered ? state.v[i] : optimizer_->moments_v()[i].to(Device::cpu)});
+    s.model.push_back({params[i].name, state.masters[i]});
+    s.optim_m.push_back({params[i].name, state.m[i]});
+    s.optim_v.push_back({params[i].name, state.v[i]});
   }
   s.buffers = buffer_tensors(*model_);
   s.rng = {config_.train.seed, uint64_t(step)};
@@ -215,20 +215,20 @@ void Trainer::save(int64_t step) {
 // make the checkpoint, which is rank 0's, silently speak for the others: compare before saving.
 void Trainer::check_replicas_agree(int64_t step) const {
   if (comm_->size() == 1) return;
-  // FNV-1a over the bytes of what every rank holds alike: the parameters as the forward reads them
-  // (masters on the CPU, bf16 copies on CUDA) and the buffers.
-  uint64_t hash = 1469598103934665603ull;
-  auto add = [&hash](const Tensor& t) {
+  // A CRC of what every rank holds alike: the parameters as the forward reads them (masters on
+  // the CPU, bf16 copies on CUDA) and the buffers.
+  uint32_t crc = 0;
+  auto add = [&crc](const Tensor& t) {
     const Tensor host = t.to(Device::cpu);
-    const auto* bytes = static_cast<const unsigned char*>(host.raw());
-    for (size_t i = 0; i < host.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+    crc = data::crc32(host.raw(), host.nbytes(), crc);
   };
   for (const Parameter& p : model_->parameters()) add(p.var.value());
   for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value);
-  const std::vector<uint64_t> hashes = comm_->all_gather(std::span<const uint64_t>(&hash, 1));
-  for (size_t r = 1; r < hashes.size(); ++r)
-    HYLO_CHECK(hashes[r] == hashes[0], "data parallel: at step {} the weights or buffers of rank {} differ from rank 0's", step,
-               r);
+  const uint64_t mine = crc;
+  const std::vector<uint64_t> crcs = comm_->all_gather(std::span<const uint64_t>(&mine, 1));
+  for (size_t r = 1; r < crcs.size(); ++r)
+    HYLO_CHECK(crcs[r] == crcs[0], "data parallel: at step {} the weights or buffers of rank {} differ from rank 0's",
+               step, r);
 }
 
 // The router's bias follows the load of every rank's tokens, so that it stays replicated.

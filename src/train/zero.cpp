@@ -29,8 +29,8 @@ void share_updated_params(ParamList& params, const std::vector<int>& owner, dist
   }
 }
 
-OptimizerState gather_optimizer_state(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
-                                      dist::Communicator& comm) {
+OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
+                                        dist::Communicator& comm) {
   OptimizerState state;
   for (size_t i = 0; i < params.size(); ++i) {
     // Owners send their tensors; the others receive into scratch of the parameter's shape.
@@ -42,7 +42,7 @@ OptimizerState gather_optimizer_state(AdamW& optimizer, const ParamList& params,
       for (int k = 0; k < 3; ++k)
         tensors.push_back(Tensor::empty(value.shape(), DType::f32, value.device(), "zero gather"));
     }
-    comm.broadcast(tensors, owner[i]);
+    if (!owner.empty()) comm.broadcast(tensors, owner[i]);
     if (comm.rank() != 0) continue;
     state.masters.push_back(tensors[0].to(Device::cpu));
     state.m.push_back(tensors[1].to(Device::cpu));

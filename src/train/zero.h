@@ -21,12 +21,13 @@ std::vector<int> assign_owners(const ParamList& params, int ranks);
 // its owner to the other ranks, one message per owner.
 void share_updated_params(ParamList& params, const std::vector<int>& owner, dist::Communicator& comm);
 
-// Every parameter's fp32 master and moments as CPU tensors on rank 0, each from its owner (other
-// ranks get empty vectors): what a checkpoint saves.
+// Every parameter's fp32 master and moments as CPU tensors on rank 0 (other ranks get empty
+// vectors): what a checkpoint saves. Under ZeRO-1 each comes from its owner; without (owner
+// empty) rank 0 holds them all.
 struct OptimizerState {
   std::vector<Tensor> masters, m, v;
 };
-OptimizerState gather_optimizer_state(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
-                                      dist::Communicator& comm);
+OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
+                                        dist::Communicator& comm);
 
 }  // namespace hylo
