@@ -38,6 +38,18 @@ class Communicator {
   // Every rank's `values` (the same length on each), rank-major.
   virtual std::vector<uint64_t> all_gather(std::span<const uint64_t> values) = 0;
 
+  // Expert parallelism's exchange (SPEC §6). Rows of `send` (2-D, contiguous, on the job's device)
+  // go to the ranks in order: the first send_rows[0] to rank 0, the next send_rows[1] to rank 1,
+  // ...; returns the rows received, rank 0's first, recv_rows[q] from rank q (what rank q sent
+  // this rank). Done on return (on CUDA: ordered on the compute stream).
+  virtual Tensor all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
+                            std::span<const int64_t> recv_rows) = 0;
+  // Host values: `values` holds size() equal parts, part q for rank q; returns the part each rank
+  // sent this one, rank-major.
+  virtual std::vector<int64_t> all_to_all(std::span<const int64_t> values) = 0;
+  // The ranks that give the same `color`, ranked by (key, rank); every rank must call it.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
  protected:
   int rank_ = 0, size_ = 1;
 };

@@ -1,5 +1,6 @@
 #include "dist/mpi_communicator.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -14,8 +15,20 @@ void check_mpi(int rc, const char* call) {
   HYLO_FAIL("{} failed: {}", call, std::string(text, size_t(length)));
 }
 
-MpiCommunicator::MpiCommunicator() {
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
+namespace {
+
+// The job's own message space: a duplicate of MPI_COMM_WORLD.
+MPI_Comm duplicate_world() {
+  MPI_Comm world = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &world), "MPI_Comm_dup");
+  return world;
+}
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator() : MpiCommunicator(duplicate_world()) {}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm) : comm_(comm) {
   // Errors come back as return codes (check_mpi names the call) instead of aborting silently.
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   check_mpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -112,6 +125,55 @@ std::vector<uint64_t> MpiCommunicator::all_gather(std::span<const uint64_t> valu
                           MPI_UINT64_T, comm_),
             "MPI_Allgather");
   return all;
+}
+
+// MPI counts are ints: rows become bytes, which must fit.
+Tensor MpiCommunicator::all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
+                                   std::span<const int64_t> recv_rows) {
+  HYLO_CHECK(send.device() == Device::cpu && send.dim() == 2 && send.is_contiguous(),
+             "expert parallel: MPI exchanges contiguous 2-D CPU tensors, got {} on {}", shape_str(send.shape()),
+             device_name(send.device()));
+  HYLO_CHECK(send_rows.size() == size_t(size_) && recv_rows.size() == size_t(size_),
+             "expert parallel: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(), size_);
+  const int64_t row_bytes = send.size(1) * int64_t(dtype_size(send.dtype()));
+  const size_t n = size_t(size_);
+  std::vector<int> send_bytes(n), send_at(n), recv_bytes(n), recv_at(n);
+  int64_t sent = 0, received = 0;
+  for (size_t q = 0; q < size_t(size_); ++q) {
+    HYLO_CHECK((sent + send_rows[q]) * row_bytes <= INT32_MAX && (received + recv_rows[q]) * row_bytes <= INT32_MAX,
+               "expert parallel: more than 2 GiB in one MPI exchange");
+    send_at[q] = int(sent * row_bytes);
+    send_bytes[q] = int(send_rows[q] * row_bytes);
+    recv_at[q] = int(received * row_bytes);
+    recv_bytes[q] = int(recv_rows[q] * row_bytes);
+    sent += send_rows[q];
+    received += recv_rows[q];
+  }
+  HYLO_CHECK(sent == send.size(0), "expert parallel: {} rows to send, the tensor has {}", sent, send.size(0));
+  Tensor recv = Tensor::empty({received, send.size(1)}, send.dtype(), Device::cpu, "expert exchange");
+  check_mpi(MPI_Alltoallv(send.raw(), send_bytes.data(), send_at.data(), MPI_BYTE, recv.raw(), recv_bytes.data(),
+                          recv_at.data(), MPI_BYTE, comm_),
+            "MPI_Alltoallv");
+  return recv;
+}
+
+std::vector<int64_t> MpiCommunicator::all_to_all(std::span<const int64_t> values) {
+  HYLO_CHECK(values.size() % size_t(size_) == 0, "all_to_all: {} values do not split into {} parts", values.size(),
+             size_);
+  const int part = int(values.size() / size_t(size_));
+  std::vector<int64_t> received(values.size());
+  check_mpi(MPI_Alltoall(values.data(), part, MPI_INT64_T, received.data(), part, MPI_INT64_T, comm_), "MPI_Alltoall");
+  return received;
+}
+
+MPI_Comm MpiCommunicator::split_comm(int color, int key) const {
+  MPI_Comm part = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(comm_, color, key, &part), "MPI_Comm_split");
+  return part;
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  return std::make_unique<MpiCommunicator>(split_comm(color, key));
 }
 
 }  // namespace hylo::dist

@@ -16,7 +16,8 @@ void check_mpi(int rc, const char* call);
 
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator();
+  MpiCommunicator();                     // over a duplicate of MPI_COMM_WORLD
+  explicit MpiCommunicator(MPI_Comm comm);  // takes `comm` over (a split)
   ~MpiCommunicator() override;
 
   void start_sum(std::vector<Tensor> tensors, int root) override;
@@ -25,8 +26,15 @@ class MpiCommunicator : public Communicator {
   void sum(std::span<double> values) override;
   void sum(std::span<int64_t> values) override;
   std::vector<uint64_t> all_gather(std::span<const uint64_t> values) override;
+  Tensor all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
+                    std::span<const int64_t> recv_rows) override;
+  std::vector<int64_t> all_to_all(std::span<const int64_t> values) override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
 
  protected:
+  // The MPI communicator of the ranks that give the same color (MPI_Comm_split).
+  MPI_Comm split_comm(int color, int key) const;
+
   MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: its own message space
 
  private:

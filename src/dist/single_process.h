@@ -1,5 +1,7 @@
 // The communicator of a job of one process: every collective is the identity.
 #pragma once
+#include <memory>
+
 #include "dist/communicator.h"
 
 namespace hylo::dist {
@@ -14,6 +16,9 @@ class SingleProcess final : public Communicator {
   std::vector<uint64_t> all_gather(std::span<const uint64_t> values) override {
     return {values.begin(), values.end()};
   }
+  Tensor all_to_all(const Tensor& send, std::span<const int64_t>, std::span<const int64_t>) override { return send; }
+  std::vector<int64_t> all_to_all(std::span<const int64_t> values) override { return {values.begin(), values.end()}; }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SingleProcess>(); }
 };
 
 }  // namespace hylo::dist

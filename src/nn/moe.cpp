@@ -61,9 +61,7 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
   const MoePlan plan = moe_plan(expert_NK, experts_, moe_capacity(capacity_factor_, N, top_k_, experts_));
 
   // Step 1 (permute) and step 2 (combine) bracket the experts; see ops/moe.h.
-  Var xs_AD = moe_permute(x_ND, plan);
-  Var h_AF = swiglu(moe_grouped_linear(xs_AD, w_in_E2FD, plan));
-  Var y_ND = moe_combine(moe_grouped_linear(h_AF, w_out_EDF, plan), w_NK, plan);
+  Var y_ND = moe_combine(experts(moe_permute(x_ND, plan), plan), w_NK, plan);
   if (shared_w_in_2SD.defined())  // summed into the shared branch's linear output, read by no backward
     y_ND = residual_add(y_ND, linear(swiglu(linear(x_ND, shared_w_in_2SD)), shared_w_out_DS));
 
@@ -81,6 +79,70 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
   if (grad_enabled())
     for (int e = 0; e < experts_; ++e) load_tally_E_[size_t(e)] += routed[size_t(e)];
   return y_ND;
+}
+
+Var MoeFeedForward::experts(const Var& xs_AD, const MoePlan& plan) const {
+  if (ep_) return remote_experts(xs_AD, plan);
+  return moe_grouped_linear(swiglu(moe_grouped_linear(xs_AD, w_in_E2FD, plan)), w_out_EDF, plan);
+}
+
+namespace {
+
+// Rows to the ranks of `comm` (send[q] to rank q, in order) and the rows they send back; the
+// backward returns the gradients the reverse way.
+Var exchange_rows(const Var& rows, const std::vector<int64_t>& send, const std::vector<int64_t>& recv,
+                  dist::Communicator& comm) {
+  Tensor received = comm.all_to_all(rows.value(), send, recv);
+  return Var::from_op(received, {rows}, [send, recv, &comm](const Tensor& grad, std::vector<Var>& in) {
+    in[0].accumulate_grad(comm.all_to_all(grad.contiguous(), recv, send));
+  });
+}
+
+}  // namespace
+
+// The plan's rows are grouped by expert, so rank q's experts [q L, (q + 1) L) are one run of rows:
+// each run goes to its rank, which gets the rows of its L experts from every rank (rank-major,
+// by expert within a rank), regroups them by expert with a plan of its own, runs its experts,
+// undoes the regrouping (a combine with weight 1, exact) and sends the outputs back.
+Var MoeFeedForward::remote_experts(const Var& xs_AD, const MoePlan& plan) const {
+  const int P = ep_->size(), L = experts_ / P;
+  const int32_t* kept = plan.kept_E.data<int32_t>();  // host: rows per expert, all E
+  std::vector<int64_t> send(size_t(P), 0), counts(kept, kept + experts_);
+  for (int e = 0; e < experts_; ++e) send[size_t(e / L)] += kept[e];
+  const std::vector<int64_t> incoming = ep_->all_to_all(counts);  // per rank q: its rows for my L experts
+  std::vector<int64_t> recv(size_t(P), 0);
+  std::vector<int32_t> local_expert;  // of each received row
+  for (int q = 0; q < P; ++q)
+    for (int e = 0; e < L; ++e) {
+      const int64_t n = incoming[size_t(q * L + e)];
+      recv[size_t(q)] += n;
+      local_expert.insert(local_expert.end(), size_t(n), int32_t(e));
+    }
+  const int64_t R = int64_t(local_expert.size());
+  const Device device = xs_AD.value().device();
+  Var xr_RD = exchange_rows(xs_AD, send, recv, *ep_);
+  const MoePlan local = moe_plan(Tensor::from_vector(local_expert, {R, 1}).to(device), L, /*capacity=*/0);
+  const DType weight_dtype = device == Device::cuda ? DType::f32 : xr_RD.value().dtype();
+  Var ones_R1(Tensor::zeros({R, 1}, weight_dtype, device, "expert exchange weights"));
+  ones_R1.mutable_value().fill_(1.0);
+  Var h_RF = swiglu(moe_grouped_linear(moe_permute(xr_RD, local), w_in_E2FD, local));
+  Var yr_RD = moe_combine(moe_grouped_linear(h_RF, w_out_EDF, local), ones_R1, local);
+  return exchange_rows(yr_RD, recv, send, *ep_);
+}
+
+void MoeFeedForward::shard_experts(ParamList& params, dist::Communicator& ep_group) {
+  const int P = ep_group.size();
+  HYLO_CHECK(experts_ % P == 0, "moe: {} experts do not split over {} expert-parallel ranks", experts_, P);
+  const int L = experts_ / P, first = ep_group.rank() * L;
+  for (Var* w : {&w_in_E2FD, &w_out_EDF}) {
+    const Tensor rows = w->value().slice(0, first, first + L);
+    Tensor mine = Tensor::empty(rows.shape(), rows.dtype(), rows.device(), "expert shard");
+    mine.copy_from(rows);  // a copy: the other experts' rows are freed
+    w->mutable_value() = mine;
+    for (Parameter& p : params)
+      if (p.name == w->name()) p.expert_shard = true;
+  }
+  ep_ = &ep_group;
 }
 
 const MoeLayerStats& MoeFeedForward::stats() const {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dist/communicator.h"
 #include "nn/model_config.h"
 #include "nn/parameter.h"
 #include "ops/moe.h"
@@ -64,6 +65,13 @@ class MoeFeedForward {
   // The tokens per expert tallied since the last update (data parallelism sums it over ranks).
   std::span<int64_t> load_tally() { return load_tally_E_; }
 
+  // Expert parallelism (SPEC §6): keep only this rank's experts, rows [r L, (r + 1) L) of w_in and
+  // w_out for rank r of `ep_group` (L = experts / its size), and send each token's rows to the rank
+  // of its expert and back around them (ep_group must outlive the layer). Call before an optimizer
+  // takes the parameters.
+  void shard_experts(ParamList& params, dist::Communicator& ep_group);
+  bool expert_parallel() const { return ep_ != nullptr; }
+
  private:
   int layer_ = 0, experts_ = 0, top_k_ = 0;
   RouterKind router_ = RouterKind::softmax;
@@ -74,6 +82,10 @@ class MoeFeedForward {
   Tensor bias_E_;  // f32 host, zero-initialised; used only for selection
   // The bias as moe_topk needs it on `device` (undefined while all zero: adding 0 selects the same).
   Tensor selection_bias(Device device) const;
+  // The experts' SwiGLU on the permuted rows (A, D) of `plan`: here, or on the experts' ranks.
+  Var experts(const Var& xs_AD, const MoePlan& plan) const;
+  Var remote_experts(const Var& xs_AD, const MoePlan& plan) const;
+  dist::Communicator* ep_ = nullptr;  // expert parallelism's group, or none
   // Observation and caches, not model state: forward() is const for callers (evaluation takes a
   // const model).
   mutable MoeLayerStats stats_;

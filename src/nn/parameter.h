@@ -14,6 +14,9 @@ struct Parameter {
   Var var;
   bool weight_decay = true;  // false for norms and embeddings
   double init_std = 0.0;     // 0: initialised to one (norm gains)
+  // Expert parallelism: dim 0 holds this rank's experts only (MoeFeedForward::shard_experts);
+  // checkpoints hold all of them.
+  bool expert_shard = false;
 };
 
 using ParamList = std::vector<Parameter>;

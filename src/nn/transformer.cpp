@@ -1,5 +1,6 @@
 #include "nn/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/ops.h"
@@ -151,6 +152,15 @@ std::vector<std::span<int64_t>> Transformer::router_load_tallies() {
   for (Block& b : blocks_)
     if (b.moe) tallies.push_back(b.moe->load_tally());
   return tallies;
+}
+
+void Transformer::shard_experts(dist::Communicator& ep_group) {
+  for (Block& b : blocks_)
+    if (b.moe) b.moe->shard_experts(params_, ep_group);
+}
+
+bool Transformer::expert_parallel() const {
+  return std::any_of(blocks_.begin(), blocks_.end(), [](const Block& b) { return b.moe && b.moe->expert_parallel(); });
 }
 
 void Transformer::discard_router_load() {

@@ -95,6 +95,7 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.nan_policy"), t.nan_policy, "on_nan");
   f(std::string("train.recompute"), t.recompute, "activation_checkpointing gradient_checkpointing checkpoint_activations");
   f(std::string("train.zero1"), t.zero1, "zero zero_stage shard_optimizer");
+  f(std::string("train.expert_parallel"), t.expert_parallel, "ep ep_size expert_parallel_size expert_model_parallel_size");
 
   f(std::string("data.train"), c.data.train, "train_bin train_path train_data");
   f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation");
@@ -510,6 +511,15 @@ void validate(const Config& c) {
   ck.at_least<int64_t>("train.eval_batches", t.eval_batches, 1);
   ck.at_least<int64_t>("train.log_every", t.log_every, 1);
   ck.one_of("train.nan_policy", t.nan_policy, {"skip", "abort"});
+  ck.at_least("train.expert_parallel", t.expert_parallel, 1);
+  if (t.expert_parallel > 1) {
+    ck.need(m.moe.experts > 0, "train.expert_parallel={} needs an MoE model (model.moe.experts > 0)",
+            t.expert_parallel);
+    ck.need(m.moe.experts % t.expert_parallel == 0,
+            "model.moe.experts={} is not divisible by train.expert_parallel={}", m.moe.experts, t.expert_parallel);
+    ck.need(!t.zero1, "train.zero1 with train.expert_parallel={}: ZeRO-1 does not shard expert-parallel models yet",
+            t.expert_parallel);
+  }
   ck.need(!c.data.train.empty(), "data.train is empty (path of the training token shard)");
   ck.need(t.eval_every == 0 || !c.data.val.empty(),
           "data.val is empty but train.eval_every={} evaluates on it (path of the validation token shard, or "

@@ -16,11 +16,17 @@ double val_loss_sum(const Transformer& model, const Config& config, Device devic
   data::DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed,
                        /*prefetch=*/false);
   const int vocab_valid = int(val.vocab_size());
+  // Expert-parallel ranks exchange tokens in every forward, so each runs as many as the busiest:
+  // a rank past its share repeats a batch and drops the result.
+  const int64_t rounds = (t.eval_batches + ranks - 1) / ranks;
+  const int64_t end = model.expert_parallel() ? rounds * ranks : t.eval_batches;
   double sum = 0;
-  for (int64_t i = rank; i < t.eval_batches; i += ranks) {
-    val.skip_to(uint64_t(i));
+  for (int64_t i = rank; i < end; i += ranks) {
+    val.skip_to(uint64_t(i % t.eval_batches));
     StepBatch batch = make_step_batch(val.next(), B, t.seq_len, device);
-    sum += double(model.loss(batch.inputs_BT, batch.targets_N, vocab_valid).value().to(DType::f32).to_vector<float>()[0]);
+    const double loss =
+        double(model.loss(batch.inputs_BT, batch.targets_N, vocab_valid).value().to(DType::f32).to_vector<float>()[0]);
+    if (i < t.eval_batches) sum += loss;
   }
   return sum;
 }

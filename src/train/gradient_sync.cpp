@@ -4,8 +4,14 @@
 
 namespace hylo {
 
-GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner, size_t bucket_bytes)
-    : params_(params), comm_(comm), owner_(std::move(owner)), bucket_of_(params.size()), ready_(params.size()) {
+GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner, size_t bucket_bytes,
+                           dist::Communicator* expert_replicas)
+    : params_(params),
+      comm_(comm),
+      expert_replicas_(expert_replicas),
+      owner_(std::move(owner)),
+      bucket_of_(params.size()),
+      ready_(params.size()) {
   size_t bytes = bucket_bytes;  // of the bucket being filled; a full one starts the next
   for (size_t i = params.size(); i-- > 0;) {
     const size_t param_bytes = size_t(params[i].var.value().numel()) * sizeof(float);
@@ -45,9 +51,15 @@ void GradientSync::start_ready_buckets() {
   for (; next_bucket_ < buckets_.size() && waiting_[next_bucket_] == 0; ++next_bucket_) {
     const std::vector<size_t>& bucket = buckets_[next_bucket_];
     if (owner_.empty()) {
-      std::vector<Tensor> grads;
-      for (size_t i : bucket) grads.push_back(params_[i].var.grad());
-      comm_.start_sum(std::move(grads), dist::Communicator::kEveryRank);
+      // The replicated parameters' message, then the expert shards' (when there are any).
+      std::vector<Tensor> grads, expert_grads;
+      for (size_t i : bucket)
+        (params_[i].expert_shard ? expert_grads : grads).push_back(params_[i].var.grad());
+      if (!grads.empty()) comm_.start_sum(std::move(grads), dist::Communicator::kEveryRank);
+      if (!expert_grads.empty()) {
+        HYLO_CHECK(expert_replicas_, "data parallel: expert shards without their replicas' communicator");
+        if (expert_replicas_->size() > 1) expert_replicas_->start_sum(std::move(expert_grads), dist::Communicator::kEveryRank);
+      }
       continue;
     }
     // One message per owner, owners in rank order: every rank starts them in the same order.
@@ -74,6 +86,7 @@ void GradientSync::finish() {
   }
   start_ready_buckets();
   comm_.wait();
+  if (expert_replicas_) expert_replicas_->wait();
   armed_ = false;
 }
 

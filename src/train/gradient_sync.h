@@ -15,10 +15,12 @@ class GradientSync {
  public:
   // Buckets hold about `bucket_bytes` of fp32 gradient each, parameters in reverse registration
   // order (the order backward finishes them). `owner`: under ZeRO-1 each parameter's sum goes to
-  // its owner rank only (empty: every rank receives every sum). Installs the grad-ready hooks: the
-  // object must outlive every backward of `params`, and not move.
+  // its owner rank only (empty: every rank receives every sum). `expert_replicas`: under expert
+  // parallelism the expert shards' sums run over the ranks that hold the same experts instead (a
+  // group of one sums nothing). Installs the grad-ready hooks: the object must outlive every
+  // backward of `params`, and not move.
   GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner = {},
-               size_t bucket_bytes = size_t(25) << 20);
+               size_t bucket_bytes = size_t(25) << 20, dist::Communicator* expert_replicas = nullptr);
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
@@ -34,6 +36,7 @@ class GradientSync {
 
   ParamList& params_;
   dist::Communicator& comm_;
+  dist::Communicator* expert_replicas_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
   std::vector<int> owner_;                    // per parameter, or empty
   std::vector<size_t> bucket_of_;             // per parameter

@@ -43,12 +43,12 @@ void AdamW::load_masters(const std::vector<Tensor>& values_cpu) {
   }
 }
 
-double AdamW::grad_norm() const {
+double AdamW::grad_norm(std::optional<bool> only) const {
   std::vector<const void*> buffers;
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Var& v = params_[i].var;
-    if (!owned_[i] || !v.has_grad()) continue;
+    if (!owned_[i] || !v.has_grad() || (only && params_[i].expert_shard != *only)) continue;
     buffers.push_back(v.grad().raw());
     sizes.push_back(v.grad().numel());
   }

@@ -4,6 +4,7 @@
 // subset of the parameters: it keeps moments (and, on CUDA, masters) for those only and updates
 // only them; the trainer shares the results (train/zero.h).
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "nn/parameter.h"
@@ -25,8 +26,9 @@ class AdamW {
   AdamW(ParamList& params, AdamWOptions options, Device device, std::vector<bool> owned = {});
 
   bool owns(size_t param) const { return owned_[param]; }
-  // L2 norm of the owned parameters' gradients (missing gradients count as zero).
-  double grad_norm() const;
+  // L2 norm of the owned parameters' gradients (missing gradients count as zero); with `only`, of
+  // those whose expert_shard flag equals *only.
+  double grad_norm(std::optional<bool> only = std::nullopt) const;
   // One update with learning rate `lr`; gradients are multiplied by grad_scale first (clipping).
   void step(double lr, double grad_scale);
   void zero_grad();

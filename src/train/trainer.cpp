@@ -13,6 +13,7 @@
 #include "train/buffers.h"
 #include "train/checkpoint.h"
 #include "train/evaluate.h"
+#include "train/expert_parallel.h"
 #include "train/flops.h"
 #include "train/gradient_sync.h"
 #include "train/model_checkpoint.h"
@@ -72,6 +73,7 @@ class Trainer {
   void save(int64_t step);
   std::string restore(const std::string& path);  // returns a note for the log ("" or what changed)
   void check_replicas_agree(int64_t step) const;
+  void take_expert_rows(CheckpointState& s) const;
   void sum_router_loads();
   void report_memory();
   void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
@@ -80,6 +82,10 @@ class Trainer {
   Config config_;
   Device device_;
   std::unique_ptr<dist::Communicator> comm_;
+  // Expert parallelism (train.expert_parallel = P > 1): ranks r with equal r / P form an expert
+  // group, which shares out the experts; ranks with equal r % P hold the same experts and sum
+  // their gradients. Both null without it.
+  std::unique_ptr<dist::Communicator> ep_group_, expert_replicas_;
   std::string run_dir_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<AdamW> optimizer_;
@@ -114,6 +120,12 @@ Trainer::Trainer(const TrainOptions& options) {
              "{}: train.batch_size={} is not divisible by train.micro_batch_size={} x {} data-parallel ranks",
              options.config_path, t.batch_size, micro_batch_, world);
   accumulation_ = t.batch_size / (micro_batch_ * world);
+  HYLO_CHECK(world % t.expert_parallel == 0, "{}: train.expert_parallel={} does not divide the {} ranks",
+             options.config_path, t.expert_parallel, world);
+  if (t.expert_parallel > 1) {
+    ep_group_ = comm_->split(comm_->rank() / t.expert_parallel, comm_->rank());
+    expert_replicas_ = comm_->split(comm_->rank() % t.expert_parallel, comm_->rank());
+  }
   loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, comm_->rank(), world,
                                                t.seed);
   data::check_vocab(loader_->shard(), config_.model.vocab_size);
@@ -125,6 +137,7 @@ Trainer::Trainer(const TrainOptions& options) {
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
   model_->set_recompute(t.recompute);
+  if (ep_group_) model_->shard_experts(*ep_group_);
   ParamList& params = model_->parameters();
   std::vector<bool> owned;  // empty: this rank updates every parameter
   if (t.zero1) {
@@ -132,7 +145,7 @@ Trainer::Trainer(const TrainOptions& options) {
     for (int r : owner_) owned.push_back(r == comm_->rank());
   }
   optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_, owned);
-  gradient_sync_ = std::make_unique<GradientSync>(params, *comm_, owner_);
+  gradient_sync_ = std::make_unique<GradientSync>(params, *comm_, owner_, size_t(25) << 20, expert_replicas_.get());
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
@@ -154,6 +167,7 @@ void Trainer::say(const std::string& line) const {
 
 std::string Trainer::restore(const std::string& path) {
   CheckpointState s = load_checkpoint(path);
+  take_expert_rows(s);
   const ParamList& params = model_->parameters();
   optimizer_->load_masters(checkpoint_masters(s, params, path));
   check_moments(s.optim_m, params, path, "/optim/m");
@@ -187,11 +201,32 @@ std::string Trainer::restore(const std::string& path) {
   return note;
 }
 
+// Under expert parallelism: keep this rank's rows of every expert shard, its master and moments.
+void Trainer::take_expert_rows(CheckpointState& s) const {
+  if (!ep_group_) return;
+  const ParamList& params = model_->parameters();
+  for (std::vector<NamedTensor>* group : {&s.model, &s.optim_m, &s.optim_v})
+    for (NamedTensor& t : *group)
+      for (const Parameter& p : params)
+        if (p.expert_shard && p.name == t.name) t.value = expert_rows(t.value, ep_group_->rank(), ep_group_->size());
+}
+
 void Trainer::save(int64_t step) {
   check_replicas_agree(step);
   std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
   const ParamList& params = model_->parameters();
   OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, owner_, *comm_);
+  // Every expert group gathers its experts' rows; rank 0's group is the one that is saved.
+  for (size_t i = 0; ep_group_ && i < params.size(); ++i) {
+    if (!params[i].expert_shard) continue;
+    const Tensor master = gather_expert_rows(optimizer_->masters()[i], *ep_group_),
+                 m = gather_expert_rows(optimizer_->moments_m()[i], *ep_group_),
+                 v = gather_expert_rows(optimizer_->moments_v()[i], *ep_group_);
+    if (!leader()) continue;
+    state.masters[i] = master;
+    state.m[i] = m;
+    state.v[i] = v;
+  }
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
@@ -205,7 +240,8 @@ void Trainer::save(int64_t step) {
   s.data_cursor = std::move(cursors);
   s.config_yaml = to_yaml(config_);
   const std::string world = std::to_string(comm_->size());
-  s.meta = {{"version", "1"}, {"world_size", world}, {"layout", "dp=" + world},
+  const std::string layout = "dp=" + world + (ep_group_ ? ",ep=" + std::to_string(ep_group_->size()) : "");
+  s.meta = {{"version", "1"}, {"world_size", world}, {"layout", layout},
             {"device", std::string(device_name(device_))}};
   save_checkpoint(checkpoint_path(run_dir_, step), s);
   prune_checkpoints(run_dir_, config_.train.keep_last);
@@ -215,20 +251,25 @@ void Trainer::save(int64_t step) {
 // make the checkpoint, which is rank 0's, silently speak for the others: compare before saving.
 void Trainer::check_replicas_agree(int64_t step) const {
   if (comm_->size() == 1) return;
-  // A CRC of what every rank holds alike: the parameters as the forward reads them (masters on
-  // the CPU, bf16 copies on CUDA) and the buffers.
-  uint32_t crc = 0;
-  auto add = [&crc](const Tensor& t) {
+  // CRCs of what ranks hold alike: the parameters as the forward reads them (masters on the CPU,
+  // bf16 copies on CUDA) and the buffers, everywhere; the expert shards, on the ranks of the same
+  // experts (r % P, P = 1 without expert parallelism).
+  uint32_t crc[2] = {0, 0};  // replicated, expert shards
+  auto add = [&crc](const Tensor& t, bool expert) {
     const Tensor host = t.to(Device::cpu);
-    crc = data::crc32(host.raw(), host.nbytes(), crc);
+    crc[expert] = data::crc32(host.raw(), host.nbytes(), crc[expert]);
   };
-  for (const Parameter& p : model_->parameters()) add(p.var.value());
-  for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value);
-  const uint64_t mine = crc;
-  const std::vector<uint64_t> crcs = comm_->all_gather(std::span<const uint64_t>(&mine, 1));
-  for (size_t r = 1; r < crcs.size(); ++r)
-    HYLO_CHECK(crcs[r] == crcs[0], "data parallel: at step {} the weights or buffers of rank {} differ from rank 0's",
+  for (const Parameter& p : model_->parameters()) add(p.var.value(), p.expert_shard);
+  for (const NamedTensor& buffer : buffer_tensors(*model_)) add(buffer.value, false);
+  const uint64_t mine[2] = {crc[0], crc[1]};
+  const std::vector<uint64_t> crcs = comm_->all_gather(mine);
+  const size_t P = ep_group_ ? size_t(ep_group_->size()) : 1;
+  for (size_t r = 1; r < crcs.size() / 2; ++r) {
+    HYLO_CHECK(crcs[2 * r] == crcs[0], "data parallel: at step {} the weights or buffers of rank {} differ from rank 0's",
                step, r);
+    HYLO_CHECK(crcs[2 * r + 1] == crcs[2 * (r % P) + 1],
+               "expert parallel: at step {} the experts of rank {} differ from those of rank {}", step, r, r % P);
+  }
 }
 
 // The router's bias follows the load of every rank's tokens, so that it stays replicated.
@@ -257,8 +298,15 @@ double Trainer::train_step() {
 }
 
 // The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of its own
-// parameters only: their squared norms are added over the ranks.
+// parameters only, under expert parallelism its own experts': their squared norms are added over
+// the ranks that hold the others.
 double Trainer::grad_norm() const {
+  if (ep_group_) {  // the expert shards' squares add over the expert group
+    const double replicated = optimizer_->grad_norm(false), experts = optimizer_->grad_norm(true);
+    double squared = experts * experts;
+    ep_group_->sum(std::span<double>(&squared, 1));
+    return std::sqrt(replicated * replicated + squared);
+  }
   const double norm = optimizer_->grad_norm();
   if (owner_.empty()) return norm;
   double squared = norm * norm;
@@ -272,8 +320,10 @@ int Trainer::run() {
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * comm_->size();
   Progress progress(t.steps, start_step_);
-  const std::string ranks = comm_->size() == 1 ? ""
-                            : fmt::format(", {} data-parallel ranks{}", comm_->size(), t.zero1 ? " with ZeRO-1" : "");
+  const std::string ranks =
+      comm_->size() == 1 ? ""
+                         : fmt::format(", {} data-parallel ranks{}{}", comm_->size(), t.zero1 ? " with ZeRO-1" : "",
+                                       ep_group_ ? fmt::format(", experts over groups of {}", ep_group_->size()) : "");
   say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}) in {}",
                   count_parameters(config_.model).back().stored, device_name(device_), t.steps,
                   int64_t(tokens_per_step), ranks, run_dir_));

@@ -1,4 +1,4 @@
-// Data-parallel sums of device tensors over NCCL; MPI gives the ranks, broadcasts NCCL's id and
+// Data-parallel sums and expert-parallel exchanges of device tensors over NCCL; MPI gives the ranks, broadcasts NCCL's id and
 // carries the host values (MpiCommunicator).
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -35,10 +35,11 @@ class NcclCommunicator final : public MpiCommunicator {
     if (rank_ == 0) HYLO_NCCL_CHECK(ncclGetUniqueId(&id));
     check_mpi(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, comm_), "MPI_Bcast");
     HYLO_NCCL_CHECK(ncclCommInitRank(&nccl_, size_, id, rank_));
-    HYLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
-    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+    create_stream_and_events();
   }
+
+  // A split: the MPI side and the NCCL side of the same ranks.
+  NcclCommunicator(MPI_Comm host, ncclComm_t nccl) : MpiCommunicator(host), nccl_(nccl) { create_stream_and_events(); }
 
   ~NcclCommunicator() override {
     ncclCommDestroy(nccl_);
@@ -68,7 +69,54 @@ class NcclCommunicator final : public MpiCommunicator {
     wait();
   }
 
+  // One send and one receive per rank, as one group, in bytes.
+  Tensor all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
+                    std::span<const int64_t> recv_rows) override {
+    HYLO_CHECK(send.device() == Device::cuda && send.dim() == 2 && send.is_contiguous(),
+               "expert parallel: NCCL exchanges contiguous 2-D CUDA tensors, got {} on {}", shape_str(send.shape()),
+               device_name(send.device()));
+    HYLO_CHECK(send_rows.size() == size_t(size_) && recv_rows.size() == size_t(size_),
+               "expert parallel: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(), size_);
+    int64_t sent = 0, received = 0;
+    for (size_t q = 0; q < size_t(size_); ++q) {
+      sent += send_rows[q];
+      received += recv_rows[q];
+    }
+    HYLO_CHECK(sent == send.size(0), "expert parallel: {} rows to send, the tensor has {}", sent, send.size(0));
+    Tensor recv = Tensor::empty({received, send.size(1)}, send.dtype(), Device::cuda, "expert exchange");
+    const size_t row_bytes = size_t(send.size(1)) * dtype_size(send.dtype());
+    const auto* from = static_cast<const char*>(send.raw());
+    auto* to = static_cast<char*>(recv.raw());
+    HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
+    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
+    HYLO_NCCL_CHECK(ncclGroupStart());
+    for (int q = 0; q < size_; ++q) {
+      const size_t n_send = size_t(send_rows[size_t(q)]) * row_bytes, n_recv = size_t(recv_rows[size_t(q)]) * row_bytes;
+      if (n_send > 0) HYLO_NCCL_CHECK(ncclSend(from, n_send, ncclChar, q, nccl_, stream_));
+      if (n_recv > 0) HYLO_NCCL_CHECK(ncclRecv(to, n_recv, ncclChar, q, nccl_, stream_));
+      from += n_send;
+      to += n_recv;
+    }
+    HYLO_NCCL_CHECK(ncclGroupEnd());
+    held_.push_back(send);
+    wait();
+    return recv;
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm host = split_comm(color, key);
+    ncclComm_t part = nullptr;
+    HYLO_NCCL_CHECK(ncclCommSplit(nccl_, color, key, &part, nullptr));
+    return std::make_unique<NcclCommunicator>(host, part);
+  }
+
  private:
+  void create_stream_and_events() {
+    HYLO_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+    HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
+  }
+
   // One NCCL call per tensor, as one group (NCCL fuses them), on this communicator's stream after
   // the work already queued on the compute stream.
   template <class Call>
