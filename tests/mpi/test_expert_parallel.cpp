@@ -176,6 +176,22 @@ TEST_SUITE("launch") {
     succeeds(ws.train("single", kMoe + "--resume " + (ws.dir / "single/checkpoints/step_6.h5").string()));
   }
 
+  TEST_CASE("mpirun -np 4 hylo train with expert groups of 2: the replicas of each expert sum their gradients") {
+    // Ranks 0, 1 and ranks 2, 3 each share out the experts; ranks 0, 2 (and 1, 3) hold the same
+    // ones. Without the replicas' sum they would drift apart and the checkpoint's check would stop
+    // the run.
+    test::TrainingWorkspace ws("ep4");
+    const std::string mpirun4 =
+        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 4 --oversubscribe ";
+    succeeds(mpirun4 + ws.train("dp", kMoe));
+    succeeds(mpirun4 + ws.train("ep", kMoe + "--set train.expert_parallel=2 --set train.checkpoint_every=6"));
+    const std::vector<double> dp_loss = losses(ws, "dp"), ep_loss = losses(ws, "ep");
+    REQUIRE(dp_loss.size() == 12);
+    REQUIRE(ep_loss.size() == 12);
+    for (size_t i = 0; i < dp_loss.size(); ++i) CHECK(ep_loss[i] == doctest::Approx(dp_loss[i]).epsilon(1e-4));
+    CHECK(fs::exists(ws.dir / "ep/checkpoints/step_12.h5"));
+  }
+
   TEST_CASE("expert parallelism refuses layouts it cannot build, in one line, before writing the run") {
     test::TrainingWorkspace ws("ep_bad");
     const std::vector<std::pair<std::string, std::string>> cases = {
