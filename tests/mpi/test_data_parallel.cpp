@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../cpu/run_command.h"
 #include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
+#include "mpi_test_util.h"
 #include "core/file.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
@@ -39,19 +39,10 @@ ModelConfig small_model(bool moe) {
   return c;
 }
 
-// Micro-batch m of rank q: (inputs (2, 9), targets (18)).
-std::pair<Tensor, Tensor> micro_batch(int q, int m) {
-  Rng rng{77, uint64_t(q), uint64_t(m)};
-  std::vector<int32_t> ids(18), targets(18);
-  for (auto& x : ids) x = int32_t(rng.below(29));
-  for (auto& x : targets) x = int32_t(rng.below(29));
-  return {Tensor::from_vector(ids, {2, 9}), Tensor::from_vector(targets, {18})};
-}
-
 // Rank q's gradient of a step of two micro-batches, each scaled by 1 / (all micro-batches).
 void accumulate_rank_step(Transformer& model, int q, int world, GradientSync* sync) {
   for (int m = 0; m < 2; ++m) {
-    auto [inputs, targets] = micro_batch(q, m);
+    auto [inputs, targets] = test::rank_micro_batch(q, m, 77);
     if (sync && m == 1) sync->arm();
     scale(model.loss(inputs, targets, 29), 1.0 / (2 * world)).backward();
   }
@@ -138,15 +129,9 @@ TEST_SUITE("ranks") {
 
 TEST_SUITE("launch") {
   namespace fs = std::filesystem;
-  // Open MPI refuses to start as root without these (CI runs as root); 2 ranks on any core count.
-  const std::string kMpirun =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 2 --oversubscribe ";
+  const std::string kMpirun = test::mpirun(2);
 
-  test::CommandResult succeeds(const std::string& command) {
-    auto result = test::run_command(command);
-    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
-    return result;
-  }
+  using test::succeeds;
 
   // Runs `a` and `b` (12 steps each) have the same loss at every step.
   void check_same_losses(const test::TrainingWorkspace& ws, const std::string& a, const std::string& b) {

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "../cpu/run_command.h"
 #include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
+#include "mpi_test_util.h"
 #include "core/file.h"
 #include "core/rng.h"
 #include "dist/communicator.h"
@@ -32,19 +32,10 @@ ModelConfig moe_model() {
   return c;
 }
 
-// Micro-batch m of rank q: (inputs (2, 9), targets (18)).
-std::pair<Tensor, Tensor> micro_batch(int q, int m) {
-  Rng rng{91, uint64_t(q), uint64_t(m)};
-  std::vector<int32_t> ids(18), targets(18);
-  for (auto& x : ids) x = int32_t(rng.below(29));
-  for (auto& x : targets) x = int32_t(rng.below(29));
-  return {Tensor::from_vector(ids, {2, 9}), Tensor::from_vector(targets, {18})};
-}
-
 // Rank q's share of a step of two micro-batches per rank, each loss scaled by 1 / (all of them).
 void rank_step(Transformer& model, int q, GradientSync* sync) {
   for (int m = 0; m < 2; ++m) {
-    auto [inputs, targets] = micro_batch(q, m);
+    auto [inputs, targets] = test::rank_micro_batch(q, m, 91);
     if (sync && m == 1) sync->arm();
     scale(model.loss(inputs, targets, 29), 1.0 / 4).backward();
   }
@@ -123,16 +114,11 @@ TEST_SUITE("ranks") {
 
 TEST_SUITE("launch") {
   namespace fs = std::filesystem;
-  const std::string kMpirun =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 2 --oversubscribe ";
+  const std::string kMpirun = test::mpirun(2);
   const std::string kMoe = "--set model.moe.experts=4 --set model.moe.top_k=2 --set train.steps=12 "
                            "--set train.micro_batch_size=1 --set train.eval_every=6 ";
 
-  test::CommandResult succeeds(const std::string& command) {
-    auto result = test::run_command(command);
-    REQUIRE_MESSAGE(result.exit_code == 0, result.output);
-    return result;
-  }
+  using test::succeeds;
 
   // The loss of every metrics row with one ("step": N, ..., "loss": L).
   std::vector<double> losses(const test::TrainingWorkspace& ws, const std::string& run) {
@@ -181,8 +167,7 @@ TEST_SUITE("launch") {
     // ones. Without the replicas' sum they would drift apart and the checkpoint's check would stop
     // the run.
     test::TrainingWorkspace ws("ep4");
-    const std::string mpirun4 =
-        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " MPIEXEC " -np 4 --oversubscribe ";
+    const std::string mpirun4 = test::mpirun(4);
     succeeds(mpirun4 + ws.train("dp", kMoe));
     succeeds(mpirun4 + ws.train("ep", kMoe + "--set train.expert_parallel=2 --set train.checkpoint_every=6"));
     const std::vector<double> dp_loss = losses(ws, "dp"), ep_loss = losses(ws, "ep");
