@@ -10,6 +10,10 @@
 #   dp_cost  what the data-parallel machinery costs on one GPU: configs/205m-pbb.yaml for 20 steps
 #           alone and under `mpirun -np 1` (NCCL; buckets, hooks, sums that move nothing), without and
 #           with ZeRO-1; mean tokens/s of steps 6-20 of each (metrics.jsonl)
+#   export  hylo export of three trained models (the curve's tiny run, so run curve first; an MoE
+#           tiny with router biases; a GQA swa tiny with QK-norm and an untied head), each checked by
+#           scripts/check_export.py (PyTorch, float64) against the probe (exit 0); then each check
+#           with a convention broken on purpose (rope, mask), which must fail (exit 1, no match)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
@@ -98,6 +102,23 @@ print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]
 print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' /tmp/dp_cost_$run/metrics.jsonl)" |
           tee -a "$summary"
+      done ;;
+    export)
+      # CUDA attention takes head dims 64 and 128: both models at d_model / n_heads = 64.
+      $hylo train configs/moe-tiny.yaml --device cuda --run-dir /tmp/export_moe --overwrite --set train.steps=40 \
+        --set train.eval_every=0 --set model.d_model=128 --set model.n_heads=2 \
+        --set model.moe.bias_update_rate=0.01 2>&1 | tail -1
+      $hylo train configs/tiny.yaml --device cuda --run-dir /tmp/export_gqa --overwrite --set train.steps=40 \
+        --set train.eval_every=0 --set model.d_model=256 --set model.n_heads=4 --set model.n_kv_heads=2 \
+        --set model.qk_norm=true --set model.tie_embeddings=false --set model.local.kind=swa \
+        --set model.local.window=48 2>&1 | tail -1
+      for run in /tmp/tiny_cuda /tmp/export_moe /tmp/export_gqa; do
+        name=$(basename $run)
+        $hylo export $run --out $run/export --overwrite
+        for broken in none rope mask; do
+          result=$(python3 scripts/check_export.py $run/export --mutate $broken --json "$OUT/export_check_${name}_$broken.json")
+          echo "export $name, broken: $broken: exit $? $result" | tee -a "$summary"
+        done
       done ;;
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \

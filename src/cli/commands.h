@@ -11,6 +11,7 @@ using Args = std::vector<std::string>;
 int run_train_command(const Args& args);
 int run_eval_command(const Args& args);
 int run_params_command(const Args& args);
+int run_export_command(const Args& args);
 int run_generate_command(const Args& args);    // cli/generate_command.cpp
 int run_data_command(const Args& args);        // cli/data_commands.cpp
 int run_sweep_command(const Args& args);       // cli/sweep_commands.cpp

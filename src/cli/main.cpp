@@ -18,6 +18,8 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
   generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
         [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
         [--device cpu|cuda (default: the config's)] [--set key=value]...
+  export RUN_DIR_OR_CHECKPOINT --out DIR [--dtype f32|bf16] [--overwrite] [--set key=value]...
+        (model.safetensors + config.json with a probe for checking a reimplementation)
   data prepare|encode|decode|inspect|bench ...
   sweep FILE [--local | --slurm] [--out runs/sweeps] [--dry-run]
   report SWEEP_DIR   (markdown table of final metrics -> SWEEP_DIR/report.md, loss.png)
@@ -48,7 +50,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, int (*)(const hylo::Args&)> commands{
       {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command},         {"params", hylo::run_params_command},
       {"data", hylo::run_data_command},   {"generate", hylo::run_generate_command}, {"bench", run_bench},
-      {"sweep", hylo::run_sweep_command}, {"report", hylo::run_report_command},
+      {"sweep", hylo::run_sweep_command}, {"report", hylo::run_report_command}, {"export", hylo::run_export_command},
   };
   const std::string name = argv[1];
   const hylo::Args args(argv + 2, argv + argc);

@@ -1,10 +1,11 @@
-// `hylo train`, `hylo eval`, `hylo params`.
+// `hylo train`, `hylo eval`, `hylo params`, `hylo export`.
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
+#include "train/export.h"
 #include "train/flops.h"
 #include "train/json_text.h"
 #include "train/last_word.h"
@@ -99,6 +100,29 @@ int run_params_command(const Args& args) {
   fmt::print("training FLOPs per token at seq_len {}: {:.4g} (6 x matmul params + 12 x H x hd x mean visited keys "
              "per layer)\n",
              config.train.seq_len, flops);
+  return 0;
+}
+
+int run_export_command(const Args& args) {
+  const std::string& path = leading_path(args, "export", "a run directory or checkpoint file");
+  std::vector<std::string> overrides;
+  ExportOptions o;
+  for (size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--set") overrides.push_back(flag_value(args, i));
+    else if (a == "--out") o.out_dir = flag_value(args, i);
+    else if (a == "--overwrite") o.overwrite = true;
+    else if (a == "--dtype") {
+      const std::string dtype = flag_value(args, i);
+      HYLO_CHECK(dtype == "f32" || dtype == "bf16", "export: --dtype '{}' is not f32 or bf16", dtype);
+      o.dtype = dtype == "f32" ? DType::f32 : DType::bf16;
+    } else HYLO_FAIL("export: unexpected argument '{}'", a);
+  }
+  HYLO_CHECK(!o.out_dir.empty(), "export: expected --out DIR (where model.safetensors and config.json go)");
+  const LoadedModel loaded = load_model_checkpoint(path, overrides, Device::cpu);  // the probe runs the CPU reference
+  export_model(loaded, o);
+  fmt::print("{} (step {}) -> {}/model.safetensors ({}), {}/config.json\n", loaded.path, loaded.step, o.out_dir,
+             o.dtype == DType::f32 ? "f32" : "bf16", o.out_dir);
   return 0;
 }
 

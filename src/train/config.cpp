@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "train/json_text.h"
 #include "train/suggest.h"
 
 #if HYLO_WITH_CUDA
@@ -550,6 +551,32 @@ std::string to_yaml(const Config& c) {
   out << YAML::EndMap;
   HYLO_CHECK(out.good(), "to_yaml: YAML emitter failed: {}", out.GetLastError());
   return std::string(out.c_str()) + "\n";
+}
+
+std::string section_to_json(const Config& c, const std::string& section) {
+  std::string out = "{";
+  std::vector<std::string> open;  // objects currently open below the section
+  bool first = true;               // in the innermost open object
+  visit_fields(c, [&](const std::string& key, const auto& value, std::string_view) {
+    if (key.rfind(section + ".", 0) != 0) return;
+    const std::vector<std::string> parts = split_dots(key.substr(section.size() + 1));
+    size_t common = 0;
+    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) ++common;
+    for (; open.size() > common; open.pop_back(), first = false) out += "}";
+    for (size_t i = common; i + 1 < parts.size(); ++i, first = true) {
+      out += (first ? "" : ", ") + json_string(parts[i]) + ": {";
+      open.push_back(parts[i]);
+    }
+    out += (first ? "" : ", ") + json_string(parts.back()) + ": ";
+    first = false;
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, std::string>) out += json_string(value);
+    else if constexpr (std::is_same_v<T, bool>) out += value ? "true" : "false";
+    else if constexpr (std::is_floating_point_v<T>) out += json_number(value);
+    else out += fmt::format("{}", value);
+  });
+  for (; !open.empty(); open.pop_back()) out += "}";
+  return out + "}";
 }
 
 std::vector<std::string> config_keys() { return schema().leaves; }

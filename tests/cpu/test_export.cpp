@@ -1,0 +1,127 @@
+// `hylo export` (train/export.h): the safetensors file holds every parameter and router bias of the
+// checkpoint with its name, shape and bytes (f32 masters exactly, or bf16 as rounded), the
+// config.json describes the model and carries the probe; an existing export is not replaced
+// without --overwrite; bad flags fail in one line. (scripts/check_export.py checks the probe
+// against PyTorch on the GPU machine.)
+#include <doctest/doctest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/file.h"
+#include "run_command.h"
+#include "train/checkpoint.h"
+#include "training_workspace.h"
+
+using namespace hylo;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Safetensors {
+  YAML::Node header;  // JSON is YAML
+  std::string data;   // the bytes after the header
+};
+
+Safetensors read_safetensors(const std::string& path) {
+  const std::string bytes = read_file(path).value_or("");
+  REQUIRE(bytes.size() >= 8);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
+  REQUIRE(8 + n <= bytes.size());
+  CHECK((8 + n) % 8 == 0);
+  return {YAML::Load(bytes.substr(8, n)), bytes.substr(8 + n)};
+}
+
+// Checks each tensor's entry and bytes; `bf16`: stored rounded from the fp32 value.
+void check_tensors(const Safetensors& st, const std::vector<NamedTensor>& tensors, bool bf16) {
+  size_t end = 0;
+  for (const NamedTensor& t : tensors) {
+    CAPTURE(t.name);
+    const YAML::Node e = st.header[t.name];
+    REQUIRE(e.IsMap());
+    const Tensor expected = bf16 ? t.value.to(DType::bf16) : t.value;
+    CHECK(e["dtype"].as<std::string>() == (bf16 ? "BF16" : "F32"));
+    CHECK(e["shape"].as<std::vector<int64_t>>() == t.value.shape());
+    const auto offsets = e["data_offsets"].as<std::vector<size_t>>();
+    REQUIRE(offsets.size() == 2);
+    REQUIRE(offsets[1] - offsets[0] == expected.nbytes());
+    REQUIRE(offsets[1] <= st.data.size());
+    CHECK(std::memcmp(st.data.data() + offsets[0], expected.raw(), expected.nbytes()) == 0);
+    end = std::max(end, offsets[1]);
+  }
+  CHECK(end == st.data.size());
+  CHECK(st.header.size() == tensors.size() + 1);  // + __metadata__
+}
+
+}  // namespace
+
+TEST_CASE("hylo export writes every parameter and router bias, a config with the probe, and keeps what exists") {
+  test::TrainingWorkspace ws("export");
+  const auto trained = test::run_command(ws.train("moe", "--set train.steps=4 --set train.eval_every=0 "
+                                                         "--set model.moe.experts=4 --set model.moe.every=2 --set model.moe.bias_update_rate=0.01"));
+  REQUIRE_MESSAGE(trained.exit_code == 0, trained.output);
+  const std::string run = (ws.dir / "moe").string(), out = (ws.dir / "export").string();
+  const auto exported = test::run_command(ws.hylo + " export " + run + " --out " + out);
+  REQUIRE_MESSAGE(exported.exit_code == 0, exported.output);
+
+  const CheckpointState s = load_checkpoint((ws.dir / "moe/checkpoints/step_4.h5").string());
+  std::vector<NamedTensor> tensors = s.model;
+  tensors.insert(tensors.end(), s.buffers.begin(), s.buffers.end());
+  REQUIRE(s.buffers.size() == 1);  // the MoE layer's router bias, moved off zero by the updates
+  CHECK(s.buffers[0].value.to_vector<float>() != std::vector<float>(4, 0.f));
+  check_tensors(read_safetensors(out + "/model.safetensors"), tensors, false);
+
+  const YAML::Node config = YAML::LoadFile(out + "/config.json");
+  CHECK(config["step"].as<int>() == 4);
+  CHECK(config["model"]["d_model"].as<int>() == 32);
+  CHECK(config["model"]["moe"]["experts"].as<int>() == 4);
+  REQUIRE(config["layers"].size() == 2);
+  CHECK(config["layers"][0]["attention"].as<std::string>() == "pbb");
+  CHECK(config["layers"][0]["block"].as<int>() == 8);
+  CHECK(config["layers"][1]["attention"].as<std::string>() == "full");
+  CHECK(config["layers"][0]["ffn"].as<std::string>() == "dense");
+  CHECK(config["layers"][1]["ffn"].as<std::string>() == "moe");
+  const YAML::Node probe = config["probe"];
+  const size_t T = probe["ids"].size();
+  CHECK(T == 24);  // 2 x block 8 + 8, the trained sequence length
+  REQUIRE(probe["next_token_nll"].size() == T - 1);
+  REQUIRE(probe["logits"].size() == T);
+  for (const YAML::Node& nll : probe["next_token_nll"]) CHECK(std::isfinite(nll.as<double>()));
+
+  // Exists: refused, and the file is as it was.
+  const std::string before = read_file(out + "/model.safetensors").value_or("");
+  const auto again = test::run_command(ws.hylo + " export " + run + " --out " + out + " --dtype bf16");
+  CHECK(again.exit_code != 0);
+  CHECK(again.output.find("model.safetensors: already exists (use --overwrite to replace it)") != std::string::npos);
+  CHECK(read_file(out + "/model.safetensors").value_or("") == before);
+
+  const auto bf16 = test::run_command(ws.hylo + " export " + run + " --out " + out + " --dtype bf16 --overwrite");
+  REQUIRE_MESSAGE(bf16.exit_code == 0, bf16.output);
+  std::vector<NamedTensor> params = s.model;  // the biases stay f32
+  const Safetensors st = read_safetensors(out + "/model.safetensors");
+  CHECK(st.header[s.buffers[0].name]["dtype"].as<std::string>() == "F32");
+  size_t bf16_bytes = 0;
+  for (const NamedTensor& p : params) {
+    CAPTURE(p.name);
+    const auto offsets = st.header[p.name]["data_offsets"].as<std::vector<size_t>>();
+    const Tensor rounded = p.value.to(DType::bf16);
+    CHECK(st.header[p.name]["dtype"].as<std::string>() == "BF16");
+    CHECK(std::memcmp(st.data.data() + offsets[0], rounded.raw(), rounded.nbytes()) == 0);
+    bf16_bytes += rounded.nbytes();
+  }
+  CHECK(st.data.size() == bf16_bytes + s.buffers[0].value.nbytes());
+
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--out " + out + " --dtype fp8", "export: --dtype 'fp8' is not f32 or bf16"},
+           {"", "export: expected --out DIR"},
+       }) {
+    const auto r = test::run_command(ws.hylo + " export " + run + " " + flags);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+  const auto missing = test::run_command(ws.hylo + " export " + (ws.dir / "nothing").string() + " --out " + out);
+  CHECK(missing.exit_code != 0);
+}
