@@ -10,8 +10,9 @@
 #   dp_cost  what the data-parallel machinery costs on one GPU: configs/205m-pbb.yaml for 20 steps
 #           alone and under `mpirun -np 1` (NCCL; buckets, hooks, sums that move nothing), without and
 #           with ZeRO-1; mean tokens/s of steps 6-20 of each (metrics.jsonl)
-#   export  hylo export of three trained models (the curve's tiny run, so run curve first; an MoE
-#           tiny with router biases; a GQA swa tiny with QK-norm and an untied head), each checked by
+#   export  hylo export of four trained models (the curve's tiny run, so run curve first; an MoE
+#           tiny with router biases; a GQA swa tiny with QK-norm and an untied head; 205m-pbb for 10
+#           steps, its probe across two 512-token blocks), each checked by
 #           scripts/check_export.py (PyTorch, float64) against the probe (exit 0); then each check
 #           with a convention broken on purpose (rope, mask), which must fail (exit 1, no match)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
@@ -112,7 +113,9 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
         --set train.eval_every=0 --set model.d_model=256 --set model.n_heads=4 --set model.n_kv_heads=2 \
         --set model.qk_norm=true --set model.tie_embeddings=false --set model.local.kind=swa \
         --set model.local.window=48 2>&1 | tail -1
-      for run in /tmp/tiny_cuda /tmp/export_moe /tmp/export_gqa; do
+      $hylo train configs/205m-pbb.yaml --device cuda --run-dir /tmp/export_205m --overwrite --set train.steps=10 \
+        --set train.eval_every=0 2>&1 | tail -1
+      for run in /tmp/tiny_cuda /tmp/export_moe /tmp/export_gqa /tmp/export_205m; do
         name=$(basename $run)
         $hylo export $run --out $run/export --overwrite
         for broken in none rope mask; do
