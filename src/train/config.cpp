@@ -97,6 +97,7 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.recompute"), t.recompute, "activation_checkpointing gradient_checkpointing checkpoint_activations");
   f(std::string("train.zero1"), t.zero1, "zero zero_stage shard_optimizer");
   f(std::string("train.expert_parallel"), t.expert_parallel, "ep ep_size expert_parallel_size expert_model_parallel_size");
+  f(std::string("train.hang_timeout_s"), t.hang_timeout_s, "timeout nccl_timeout collective_timeout dist_timeout");
 
   f(std::string("data.train"), c.data.train, "train_bin train_path train_data");
   f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation");
@@ -513,6 +514,7 @@ void validate(const Config& c) {
   ck.at_least<int64_t>("train.log_every", t.log_every, 1);
   ck.one_of("train.nan_policy", t.nan_policy, {"skip", "abort"});
   ck.at_least("train.expert_parallel", t.expert_parallel, 1);
+  ck.positive("train.hang_timeout_s", t.hang_timeout_s);
   if (t.expert_parallel > 1) {
     ck.need(m.moe.experts > 0, "train.expert_parallel={} needs an MoE model (model.moe.experts > 0)",
             t.expert_parallel);

@@ -27,6 +27,7 @@ struct TrainConfig {
   bool recompute = false;
   bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (train/zero.h)
   int expert_parallel = 1;  // ranks per expert-parallel group: each holds experts / this many (SPEC §6)
+  double hang_timeout_s = 900;  // several ranks: seconds without progress before a rank gives up (train/watchdog.h)
 
   int micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
   int accumulation_steps() const { return batch_size / micro_batch(); }

@@ -22,6 +22,7 @@
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/step_batch.h"
+#include "train/watchdog.h"
 #include "train/zero.h"
 
 #if HYLO_WITH_CUDA
@@ -320,6 +321,12 @@ int Trainer::run() {
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * comm_->size();
   Progress progress(t.steps, start_step_);
+  // A job of one has no other rank to wait for.
+  std::unique_ptr<Watchdog> watchdog =
+      comm_->size() > 1 ? std::make_unique<Watchdog>(t.hang_timeout_s, comm_->rank()) : nullptr;
+  auto beat = [&watchdog](const std::string& doing) {
+    if (watchdog) watchdog->beat(doing);
+  };
   const std::string ranks =
       comm_->size() == 1 ? ""
                          : fmt::format(", {} data-parallel ranks{}{}", comm_->size(), t.zero1 ? " with ZeRO-1" : "",
@@ -329,6 +336,7 @@ int Trainer::run() {
                   int64_t(tokens_per_step), ranks, run_dir_));
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
+    beat(fmt::format("step {}", step + 1));
     optimizer_->zero_grad();
     const double lr = schedule_.at(step);
     const double loss = train_step();
@@ -363,6 +371,7 @@ int Trainer::run() {
       say(progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
           (finite ? "" : " | non-finite: update skipped"));
     if (t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
+      beat(fmt::format("the evaluation at step {}", done));
       double loss_sum = val_loss_sum(*model_, config_, device_, comm_->rank(), comm_->size());  // a share each
       comm_->sum(std::span<double>(&loss_sum, 1));
       const EvalResult e = val_loss_result(loss_sum, config_);
@@ -373,7 +382,10 @@ int Trainer::run() {
       }
       say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
     }
-    if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) save(done);
+    if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) {
+      beat(fmt::format("the checkpoint at step {}", done));
+      save(done);
+    }
     if (done == stop_at_) {
       say(fmt::format("stopping at step {} (--stop-at)", done));
       break;

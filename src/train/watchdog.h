@@ -1,0 +1,37 @@
+// Ends a job of several ranks that stopped making progress. A rank that died or hangs leaves the
+// others waiting in a collective for ever (neither MPI nor NCCL times out by itself), holding
+// their GPUs. The trainer calls beat() as it starts each step, evaluation and checkpoint; when
+// `timeout_s` passes without one, the watchdog prints one line naming what was last under way and
+// ends the process (exit code 3), and the launcher then ends the other ranks (SPEC §8).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace hylo {
+
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, int rank);  // starts watching; from the first beat()
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void beat(std::string doing);  // e.g. "step 12"
+
+ private:
+  void watch();
+
+  const std::chrono::duration<double> timeout_;
+  const int rank_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false, armed_ = false;
+  std::chrono::steady_clock::time_point last_beat_;
+  std::string doing_;
+  std::thread thread_;  // last: it starts once the members above exist
+};
+
+}  // namespace hylo

@@ -1,0 +1,91 @@
+// SPEC §8, a rank dying or hanging mid-run: the job ends with an error instead of waiting for ever.
+// Runs as one process ("launch" suite): it starts `mpirun -np 2 hylo train` in the background,
+// waits for training to be under way, then stops or kills rank 1.
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "../cpu/training_workspace.h"
+#include "core/file.h"
+#include "mpi_test_util.h"
+
+using namespace hylo;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The pid of the rank `rank` process whose command line names `marker`, if it runs.
+std::optional<pid_t> rank_pid(int rank, const std::string& marker) {
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string cmdline = read_file(entry.path().string() + "/cmdline").value_or("");
+    if (cmdline.find(marker) == std::string::npos || cmdline.find("mpirun") != std::string::npos) continue;
+    const std::string env = read_file(entry.path().string() + "/environ").value_or("");
+    if (env.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos) return pid_t(std::stoi(pid));
+  }
+  return std::nullopt;
+}
+
+// Waits up to `seconds` for `path` to exist.
+bool appears(const fs::path& path, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!fs::exists(path)) {
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// Every process whose command line names `marker` (mpirun and the ranks) gets SIGKILL: a failed
+// check must not leave a job running.
+struct KillOnExit {
+  std::string marker;
+  ~KillOnExit() { std::system(("pkill -9 -f '" + marker + "' >/dev/null 2>&1").c_str()); }
+};
+
+// Starts a long 2-rank run, sends `signal` to rank 1 once it has logged 20 steps, and returns
+// mpirun's exit code and output (or fails when the job outlives 60 s).
+std::pair<int, std::string> run_and_signal(const test::TrainingWorkspace& ws, const std::string& name, int signal) {
+  const fs::path run = ws.dir / name, rc = ws.dir / (name + ".rc"), log = ws.dir / (name + ".log");
+  const KillOnExit cleanup{run.string()};
+  const std::string command = test::mpirun(2) + ws.train(name, "--set train.steps=1000000 --set train.hang_timeout_s=3");
+  REQUIRE(std::system(("(" + command + " >" + log.string() + " 2>&1; echo $? >" + rc.string() + ") &").c_str()) == 0);
+  const auto started = std::chrono::steady_clock::now();
+  while (read_file((run / "metrics.jsonl").string()).value_or("").find("\"step\":20,") == std::string::npos) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60), read_file(log.string()).value_or(""));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const std::optional<pid_t> rank1 = rank_pid(1, run.string());
+  REQUIRE(rank1.has_value());
+  REQUIRE(::kill(*rank1, signal) == 0);
+  const bool ended = appears(rc, 60);
+  const std::string why = "the job did not end after rank 1 got signal " + std::to_string(signal);
+  REQUIRE_MESSAGE(ended, why);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the rc file's content
+  return {std::stoi(read_file(rc.string()).value_or("0")), read_file(log.string()).value_or("")};
+}
+
+}  // namespace
+
+TEST_SUITE("launch") {
+  TEST_CASE("a rank that hangs: the others give up after train.hang_timeout_s with one line, and the job ends") {
+    test::TrainingWorkspace ws("hang");
+    const auto [rc, output] = run_and_signal(ws, "stopped", SIGSTOP);
+    CHECK(rc != 0);
+    CHECK_MESSAGE(output.find("hylo: error: rank 0: no progress for 3 s in ") != std::string::npos, output);
+  }
+
+  TEST_CASE("a rank that dies: the job ends with an error instead of waiting") {
+    test::TrainingWorkspace ws("dies");
+    const auto [rc, output] = run_and_signal(ws, "killed", SIGKILL);
+    CHECK(rc != 0);
+  }
+}
