@@ -60,7 +60,8 @@ __device__ float row_lse(const nv_bf16* z, int V, int V_valid) {
 }
 
 template <int VEC>
-__device__ void row_backward(nv_bf16* z, int V, int V_valid, int32_t target, float lse, float scale) {
+__device__ void row_backward(nv_bf16* z, int V, int V_valid, int32_t target, float lse, float scale, float z_loss) {
+  const float p_factor = 1.f + 2.f * z_loss * lse;  // d(z_loss lse^2) / d logit = 2 z_loss lse p
   for (int v = threadIdx.x * VEC; v < V; v += blockDim.x * VEC) {
     float x[VEC];
     load_floats<VEC>(z + v, x);
@@ -68,7 +69,7 @@ __device__ void row_backward(nv_bf16* z, int V, int V_valid, int32_t target, flo
     for (int k = 0; k < VEC; ++k) {
       int col = v + k;
       float p = expf(x[k] - lse);
-      x[k] = (target < 0 || col >= V_valid) ? 0.f : (p - (col == target ? 1.f : 0.f)) * scale;
+      x[k] = (target < 0 || col >= V_valid) ? 0.f : (p * p_factor - (col == target ? 1.f : 0.f)) * scale;
     }
     store_floats<VEC>(z + v, x);
   }
@@ -77,7 +78,7 @@ __device__ void row_backward(nv_bf16* z, int V, int V_valid, int32_t target, flo
 template <int VEC>
 __global__ void __launch_bounds__(kThreads) cross_entropy_fused_kernel(int V, int V_valid, nv_bf16* logits_NV,
                                                                        const int32_t* targets_N, float scale,
-                                                                       float* loss_N, float* lse_N) {
+                                                                       float z_loss, float* loss_N, float* lse_N) {
   int64_t n = blockIdx.x;
   nv_bf16* z = logits_NV + n * V;
   int32_t target = targets_N[n];
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(kThreads) cross_entropy_fused_kernel(int V, in
     lse_N[n] = lse;
     loss_N[n] = target < 0 ? 0.f : lse - target_logit;
   }
-  row_backward<VEC>(z, V, V_valid, target, lse, scale);
+  row_backward<VEC>(z, V, V_valid, target, lse, scale, z_loss);
 }
 
 bool vectorizable(int V, const void* logits) { return V % 8 == 0 && aligned16(logits); }
@@ -102,15 +103,15 @@ void check_shape(const char* op, int N, int V, int V_valid) {
 }  // namespace
 
 void cross_entropy_fused(int N, int V, int V_valid, bf16* logits_NV, const int32_t* targets_N, float scale,
-                         float* loss_N, float* lse_N, cudaStream_t stream) {
+                         float z_loss, float* loss_N, float* lse_N, cudaStream_t stream) {
   check_shape("cross_entropy_fused", N, V, V_valid);
   if (N == 0) return;
   if (vectorizable(V, logits_NV))
-    cross_entropy_fused_kernel<8><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, scale, loss_N,
-                                                              lse_N);
+    cross_entropy_fused_kernel<8><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, scale, z_loss,
+                                                              loss_N, lse_N);
   else
-    cross_entropy_fused_kernel<1><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, scale, loss_N,
-                                                              lse_N);
+    cross_entropy_fused_kernel<1><<<N, kThreads, 0, stream>>>(V, V_valid, as_nv(logits_NV), targets_N, scale, z_loss,
+                                                              loss_N, lse_N);
   HYLO_CUDA_LAUNCH_CHECK("cross_entropy_fused_kernel");
 }
 

@@ -120,10 +120,10 @@ Var Transformer::hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) cons
   return rmsnorm(x, final_norm, config_.norm_eps);
 }
 
-Var Transformer::loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const {
+Var Transformer::loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid, double z_loss) const {
   std::vector<Var> aux;
   Var hidden = hidden_states(inputs_BT, grad_enabled() ? &aux : nullptr);
-  Var total = lm_head_cross_entropy(hidden, head_VD, targets_N, vocab_valid);
+  Var total = lm_head_cross_entropy(hidden, head_VD, targets_N, vocab_valid, grad_enabled() ? z_loss : 0.0);
   for (const Var& a : aux) total = add(total, a);
   return total;
 }

@@ -45,9 +45,10 @@ class Transformer {
   // ids_BT (B, T) int32 -> logits (B*T, V)
   Var forward(const Tensor& ids_BT) const;
   // Mean next-token cross-entropy; inputs (B, T) and targets (B*T) int32 on the model's device.
-  // Under grad mode (training) the MoE aux losses are added, so backward() covers them; without
-  // grad (evaluation) it is the pure cross-entropy, comparable with dense models' val_loss.
-  Var loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid) const;
+  // Under grad mode (training) the MoE aux losses and the z-loss (z_loss * mean lse^2) are added,
+  // so backward() covers them; without grad (evaluation) it is the pure cross-entropy, comparable
+  // with dense models' val_loss.
+  Var loss(const Tensor& inputs_BT, const Tensor& targets_N, int vocab_valid, double z_loss = 0) const;
 
   // MoE bookkeeping; all empty / no-ops for a dense model.
   // Per MoE layer, what its last forward pass saw (loads, dropped assignments, aux loss).

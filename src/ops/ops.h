@@ -29,8 +29,10 @@ Var attention(const Var& q, const Var& k, const Var& v, const AttnMask& mask);
 // Mean token cross-entropy of logits = h (N, D) @ w (V, D)^T over targets (N) int32 (-1 =
 // ignored); vocabulary rows >= v_valid (padding) are excluded from the softmax. The logits are
 // never materialised whole: chunks of rows are projected, scored and differentiated in turn.
-// chunk_rows = 0 sizes chunks to ~512 MiB of logits.
-Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int v_valid, int64_t chunk_rows = 0);
+// z_loss > 0 adds z_loss * mean(lse^2) over the counted rows (PaLM's z-loss, which keeps the
+// softmax normaliser near 1). chunk_rows = 0 sizes chunks to ~512 MiB of logits.
+Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int v_valid, double z_loss = 0,
+                          int64_t chunk_rows = 0);
 Var add(const Var& a, const Var& b);
 // x + branch, written into branch's buffer: the branch output (a linear's output in the residual
 // stream) is not read by any backward, so the residual sum needs no buffer of its own. Both inputs

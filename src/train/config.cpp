@@ -505,8 +505,6 @@ void validate(const Config& c) {
   ck.positive("train.eps", t.eps);
   ck.non_negative("train.grad_clip", t.grad_clip);
   ck.non_negative("train.z_loss", t.z_loss);
-  // An accepted key whose machinery is not built yet: refuse rather than silently ignore it.
-  ck.need(t.z_loss == 0, "train.z_loss={}: z-loss is not implemented yet (use 0)", format_double(t.z_loss));
   ck.at_least<int64_t>("train.checkpoint_every", t.checkpoint_every, 0);
   ck.at_least<int64_t>("train.keep_last", t.keep_last, 0);
   ck.at_least<int64_t>("train.eval_every", t.eval_every, 0);

@@ -19,7 +19,7 @@ struct TrainConfig {
   int64_t warmup_steps = 10;
   std::string schedule = "cosine";  // cosine | wsd
   double decay_fraction = 0.2 /*wsd: last fraction of steps decays*/, weight_decay = 0.1, beta1 = 0.9,
-         beta2 = 0.95, eps = 1e-8, grad_clip = 1.0 /*0 = off*/, z_loss = 0;
+         beta2 = 0.95, eps = 1e-8, grad_clip = 1.0 /*0 = off*/, z_loss = 0 /*PaLM: 1e-4*/;
   uint64_t seed = 1234;
   int64_t checkpoint_every = 0 /*0 = only at the end*/, keep_last = 3 /*0 = keep all*/,
           eval_every = 0 /*0 = never in-loop*/, eval_batches = 8, log_every = 1;

@@ -288,7 +288,7 @@ double Trainer::train_step() {
   const int micro_batches = accumulation_ * comm_->size();
   for (int micro = 0; micro < accumulation_; ++micro) {
     StepBatch batch = make_step_batch(loader_->next(), micro_batch_, T, device_);
-    Var loss = model_->loss(batch.inputs_BT, batch.targets_N, vocab_valid_);
+    Var loss = model_->loss(batch.inputs_BT, batch.targets_N, vocab_valid_, config_.train.z_loss);
     loss_sum += double(loss.value().to(DType::f32).to_vector<float>()[0]);
     if (micro == accumulation_ - 1) gradient_sync_->arm();
     scale(loss, 1.0 / micro_batches).backward();

@@ -55,7 +55,7 @@ TEST_CASE("model gradient matches fp64 finite differences for full, swa and pbb 
   }
 }
 
-TEST_CASE("the chunked LM-head loss equals the unchunked one, value and gradients") {
+TEST_CASE("the chunked LM-head loss equals the unchunked one, value and gradients, with and without z-loss") {
   Rng rng{21, 0, 0};
   const int N = 13, D = 6, V = 17;
   auto random = [&](Shape shape) {
@@ -68,20 +68,42 @@ TEST_CASE("the chunked LM-head loss equals the unchunked one, value and gradient
   for (auto& x : targets) x = int32_t(rng.below(15));
   targets[4] = -1;
   Tensor target_t = Tensor::from_vector(targets, {N});
-  std::vector<std::vector<double>> results;
-  for (int64_t chunk : {0, 1, 4}) {
-    CAPTURE(chunk);
-    Var hv(h.clone(), true, "h"), wv(w.clone(), true, "w");
-    Var loss = lm_head_cross_entropy(hv, wv, target_t, 15, chunk);
-    scale(loss, 0.5).backward();  // an incoming gradient other than 1 exercises the rescale
-    std::vector<double> r = loss.value().to_vector<double>();
-    for (double g : hv.grad().to_vector<double>()) r.push_back(g);
-    for (double g : wv.grad().to_vector<double>()) r.push_back(g);
-    results.push_back(r);
-  }
-  for (size_t i = 0; i < results[0].size(); ++i) {
-    CHECK(results[1][i] == doctest::Approx(results[0][i]).epsilon(1e-12));
-    CHECK(results[2][i] == doctest::Approx(results[0][i]).epsilon(1e-12));
+  double plain = 0;  // the loss without z-loss
+  for (double z_loss : {0.0, 0.1}) {
+    CAPTURE(z_loss);
+    std::vector<std::vector<double>> results;
+    for (int64_t chunk : {0, 1, 4}) {
+      CAPTURE(chunk);
+      Var hv(h.clone(), true, "h"), wv(w.clone(), true, "w");
+      Var loss = lm_head_cross_entropy(hv, wv, target_t, 15, z_loss, chunk);
+      scale(loss, 0.5).backward();  // an incoming gradient other than 1 exercises the rescale
+      std::vector<double> r = loss.value().to_vector<double>();
+      for (double g : hv.grad().to_vector<double>()) r.push_back(g);
+      for (double g : wv.grad().to_vector<double>()) r.push_back(g);
+      results.push_back(r);
+    }
+    for (size_t i = 0; i < results[0].size(); ++i) {
+      CHECK(results[1][i] == doctest::Approx(results[0][i]).epsilon(1e-12));
+      CHECK(results[2][i] == doctest::Approx(results[0][i]).epsilon(1e-12));
+    }
+    if (z_loss == 0) {
+      plain = results[0][0];
+      continue;
+    }
+    // + z_loss * mean lse^2 over the 12 counted rows, lse over the 15 valid columns.
+    const std::vector<double> H = h.to_vector<double>(), Wt = w.to_vector<double>();
+    double lse2 = 0;
+    for (int n = 0; n < N; ++n) {
+      if (targets[size_t(n)] < 0) continue;
+      double sum = 0;
+      for (int v = 0; v < 15; ++v) {
+        double logit = 0;
+        for (int d = 0; d < D; ++d) logit += H[size_t(n * D + d)] * Wt[size_t(v * D + d)];
+        sum += std::exp(logit);
+      }
+      lse2 += std::log(sum) * std::log(sum);
+    }
+    CHECK(results[0][0] == doctest::Approx(plain + z_loss * lse2 / 12).epsilon(1e-12));
   }
 }
 

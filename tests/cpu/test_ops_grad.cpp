@@ -258,7 +258,7 @@ TEST_CASE("swiglu: forward formula and backward by finite differences") {
   CHECK(rel_error(in_place, dab) == 0.0);
 }
 
-TEST_CASE("cross_entropy: padded vocabulary and ignored rows, backward by finite differences") {
+TEST_CASE("cross_entropy: padded vocabulary and ignored rows, with and without z-loss, backward by finite differences") {
   const int N = 7, V = 11, V_valid = 9;
   std::vector<int32_t> targets = {0, 8, -1, 4, 4, -1, 2};
   Vec logits = randn(N * V, 70, 2.0);
@@ -274,19 +274,23 @@ TEST_CASE("cross_entropy: padded vocabulary and ignored rows, backward by finite
     CHECK(loss_n[n] == doctest::Approx(expected).epsilon(1e-13));
   }
   const double scale = 1.0 / 5;  // mean over the 5 non-ignored rows
-  auto loss = [&] {
-    cpu::cross_entropy_forward<double>(N, V, V_valid, logits.data(), targets.data(), loss_n.data(), lse.data());
-    double s = 0;
-    for (double l : loss_n) s += l;
-    return s * scale;
-  };
-  loss();
-  Vec grad = logits;
-  cpu::cross_entropy_backward<double>(N, V, V_valid, targets.data(), lse.data(), scale, grad.data());
-  check_grad("dlogits", grad, numeric_grad(logits, loss));
-  for (int n = 0; n < N; ++n)
-    for (int v = 0; v < V; ++v)
-      if (targets[n] < 0 || v >= V_valid) CHECK(grad[n * V + v] == 0.0);
+  for (double z_loss : {0.0, 0.2}) {
+    CAPTURE(z_loss);
+    auto loss = [&] {  // the mean of cross-entropy + z_loss * lse^2 over the counted rows
+      cpu::cross_entropy_forward<double>(N, V, V_valid, logits.data(), targets.data(), loss_n.data(), lse.data());
+      double s = 0;
+      for (int n = 0; n < N; ++n)
+        if (targets[n] >= 0) s += loss_n[n] + z_loss * lse[n] * lse[n];
+      return s * scale;
+    };
+    loss();
+    Vec grad = logits;
+    cpu::cross_entropy_backward<double>(N, V, V_valid, targets.data(), lse.data(), scale, z_loss, grad.data());
+    check_grad("dlogits", grad, numeric_grad(logits, loss));
+    for (int n = 0; n < N; ++n)
+      for (int v = 0; v < V; ++v)
+        if (targets[n] < 0 || v >= V_valid) CHECK(grad[n * V + v] == 0.0);
+  }
   std::vector<int32_t> bad = {0, 9, 0, 0, 0, 0, 0};  // 9 is padding, not a token
   CHECK_THROWS_AS(cpu::cross_entropy_forward<double>(N, V, V_valid, logits.data(), bad.data(), loss_n.data(), lse.data()),
                   hylo::Error);

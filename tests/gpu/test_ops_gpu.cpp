@@ -267,7 +267,7 @@ OpCase swiglu_case(int N, int F) {
 }
 
 // ---- cross entropy: the fused forward + in-place backward kernel ----
-OpCase cross_entropy_case(int N, int V, int V_valid) {
+OpCase cross_entropy_case(int N, int V, int V_valid, float z_loss = 0.f) {
   auto logits = std::make_shared<Input>(input(size_t(N) * V, 900 + V, 2.f));
   for (int n = 0; n < N; ++n)  // padding that would dominate the softmax if it were not excluded
     for (int v = V_valid; v < V; ++v) logits->b[size_t(n) * V + v] = float_to_bf16(30.f);
@@ -275,12 +275,13 @@ OpCase cross_entropy_case(int N, int V, int V_valid) {
   auto targets = std::make_shared<std::vector<int32_t>>(random_ids(N, V_valid, 901 + V, 0.0, 0.2));
   int valid = int(std::count_if(targets->begin(), targets->end(), [](int32_t t) { return t >= 0; }));
   const float scale = 1.f / float(std::max(valid, 1));
-  return {"cross_entropy N=" + std::to_string(N) + " V=" + std::to_string(V) + " V_valid=" + std::to_string(V_valid),
+  return {"cross_entropy N=" + std::to_string(N) + " V=" + std::to_string(V) + " V_valid=" + std::to_string(V_valid) +
+              (z_loss > 0 ? " z_loss=" + std::to_string(z_loss) : ""),
           {{"loss", kF32}, {"lse", kF32}, {"dlogits", kBf16}},
           [=] {
             std::vector<float> loss(N), lse(N), dl_ = logits->f;
             cpu::cross_entropy_forward<float>(N, V, V_valid, logits->f.data(), targets->data(), loss.data(), lse.data());
-            cpu::cross_entropy_backward<float>(N, V, V_valid, targets->data(), lse.data(), scale, dl_.data());
+            cpu::cross_entropy_backward<float>(N, V, V_valid, targets->data(), lse.data(), scale, z_loss, dl_.data());
             return Outputs{loss, lse, dl_};
           },
           [=] {
@@ -289,7 +290,7 @@ OpCase cross_entropy_case(int N, int V, int V_valid) {
             DeviceBuffer<float> loss(N), lse(N);
             loss.poison();
             lse.poison();
-            cuda::cross_entropy_fused(N, V, V_valid, z.ptr, t.ptr, scale, loss.ptr, lse.ptr, test_stream());
+            cuda::cross_entropy_fused(N, V, V_valid, z.ptr, t.ptr, scale, z_loss, loss.ptr, lse.ptr, test_stream());
             return Outputs{dl(loss), dl(lse), dl(z)};
           }};
 }
@@ -385,6 +386,8 @@ std::vector<OpCase> op_table() {
   t.push_back(cross_entropy_case(64, 50304, 50257));
   t.back().big = true;
   t.push_back(cross_entropy_case(7, 11, 9));
+  t.push_back(cross_entropy_case(64, 50304, 50257, 0.05f));
+  t.back().big = true;
   t.push_back(global_norm_case(150));
   t.push_back(adamw_case(100003, false));
   t.push_back(adamw_case(1001, true));

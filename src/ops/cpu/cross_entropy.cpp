@@ -37,7 +37,7 @@ void cross_entropy_forward(int N, int V, int V_valid, const T* logits_NV, const 
 
 template <class T>
 void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N, const T* lse_N, T scale,
-                            T* logits_NV) {
+                            T z_loss, T* logits_NV) {
   check_shape(N, V, V_valid, targets_N);
   for (int n = 0; n < N; ++n) {
     T* z = logits_NV + int64_t(n) * V;
@@ -46,15 +46,16 @@ void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N,
       for (int v = 0; v < V; ++v) z[v] = T(0);
       continue;
     }
-    double lse = double(lse_N[n]);
-    for (int v = 0; v < V_valid; ++v) z[v] = T((std::exp(double(z[v]) - lse) - (v == target ? 1.0 : 0.0)) * double(scale));
+    const double lse = double(lse_N[n]), p_factor = 1.0 + 2.0 * double(z_loss) * lse;  // z-loss: + 2 z lse p
+    for (int v = 0; v < V_valid; ++v)
+      z[v] = T((std::exp(double(z[v]) - lse) * p_factor - (v == target ? 1.0 : 0.0)) * double(scale));
     for (int v = V_valid; v < V; ++v) z[v] = T(0);
   }
 }
 
 #define HYLO_INSTANTIATE(T)                                                                          \
   template void cross_entropy_forward<T>(int, int, int, const T*, const int32_t*, T*, T*);          \
-  template void cross_entropy_backward<T>(int, int, int, const int32_t*, const T*, T, T*);
+  template void cross_entropy_backward<T>(int, int, int, const int32_t*, const T*, T, T, T*);
 HYLO_INSTANTIATE(float)
 HYLO_INSTANTIATE(double)
 #undef HYLO_INSTANTIATE

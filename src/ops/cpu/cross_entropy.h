@@ -5,9 +5,10 @@
 //   forward : lse_N[n]  = log Σ_{v < V_valid} exp(logits[n, v])
 //             loss_N[n] = lse_N[n] - logits[n, target[n]]     (0 when target[n] == -1, ignored)
 //   backward: logits_NV is OVERWRITTEN by its gradient, in place:
-//             dlogits[n, v] = (softmax[n, v] - [v == target[n]]) * scale   for v < V_valid
-//             0 for padded columns and for whole ignored rows.
-//             scale = dloss / (number of non-ignored targets) for a mean loss.
+//             dlogits[n, v] = (softmax[n, v] (1 + 2 z_loss lse_N[n]) - [v == target[n]]) * scale
+//             for v < V_valid; 0 for padded columns and for whole ignored rows.
+//             scale = dloss / (number of non-ignored targets) for a mean loss; z_loss: the
+//             coefficient of the z-loss z_loss * lse^2 per row (PaLM), 0 for none.
 // Targets must be -1 or in [0, V_valid); anything else throws.
 #pragma once
 #include <cstdint>
@@ -22,6 +23,6 @@ void cross_entropy_forward(int N, int V, int V_valid, const T* logits_NV, const 
 
 template <class T>
 void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N, const T* lse_N, T scale,
-                            T* logits_NV);
+                            T z_loss, T* logits_NV);
 
 }  // namespace hylo::cpu
