@@ -121,6 +121,7 @@ Var MoeFeedForward::remote_experts(const Var& xs_AD, const MoePlan& plan) const 
   const int64_t R = int64_t(local_expert.size());
   const Device device = xs_AD.value().device();
   Var xr_RD = exchange_rows(xs_AD, send, recv, *ep_);
+  if (R == 0) return exchange_rows(xr_RD, recv, send, *ep_);  // no rows for these experts: (0, D) back
   const MoePlan local = moe_plan(Tensor::from_vector(local_expert, {R, 1}).to(device), L, /*capacity=*/0);
   const DType weight_dtype = device == Device::cuda ? DType::f32 : xr_RD.value().dtype();
   Var ones_R1(Tensor::zeros({R, 1}, weight_dtype, device, "expert exchange weights"));

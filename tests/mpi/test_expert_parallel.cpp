@@ -83,32 +83,40 @@ TEST_SUITE("ranks") {
     CHECK(together->rank() == 1 - r);
   }
 
-  TEST_CASE("expert-parallel gradients are one process's over both ranks' batches") {
+  TEST_CASE("expert-parallel gradients are one process's over both ranks' batches, also when a rank gets no rows") {
     auto comm = dist::connect(Device::cpu);
     REQUIRE(comm->size() == 2);
     auto ep_group = comm->split(0, comm->rank()), replicas = comm->split(comm->rank(), 0);
-    Transformer ep(moe_model(), 5);
-    ep.shard_experts(*ep_group);
-    GradientSync sync(ep.parameters(), *comm, {}, 4096, replicas.get());
-    rank_step(ep, comm->rank(), &sync);
-
-    Transformer whole(moe_model(), 5);  // every expert, both ranks' micro-batches
-    rank_step(whole, 0, nullptr);
-    rank_step(whole, 1, nullptr);
-    const ParamList &p = ep.parameters(), &all = whole.parameters();
-    REQUIRE(p.size() == all.size());
-    int shards = 0;
-    for (size_t i = 0; i < p.size(); ++i) {
-      CAPTURE(p[i].name);
-      Tensor expected = all[i].var.grad();
-      if (p[i].expert_shard) {
-        ++shards;
-        CHECK(p[i].var.shape()[0] == 2);  // 4 experts over 2 ranks
-        expected = expert_rows(expected, comm->rank(), 2);
+    // Router biases that send every token to experts 0 and 1 (rank 0's): rank 1 receives nothing.
+    for (const std::vector<float> bias : {std::vector<float>(4, 0.f), std::vector<float>{10, 10, -10, -10}}) {
+      const bool starved = bias[0] != 0;
+      CAPTURE(starved);
+      Transformer ep(moe_model(), 5), whole(moe_model(), 5);  // whole: every expert, both ranks' batches
+      for (Transformer* model : {&ep, &whole})
+        for (const NamedBufferRef& b : model->buffers()) std::copy(bias.begin(), bias.end(), b.value.data<float>());
+      ep.shard_experts(*ep_group);
+      GradientSync sync(ep.parameters(), *comm, {}, 4096, replicas.get());
+      rank_step(ep, comm->rank(), &sync);
+      rank_step(whole, 0, nullptr);
+      rank_step(whole, 1, nullptr);
+      const ParamList &p = ep.parameters(), &all = whole.parameters();
+      REQUIRE(p.size() == all.size());
+      int shards = 0;
+      for (size_t i = 0; i < p.size(); ++i) {
+        CAPTURE(p[i].name);
+        Tensor expected = all[i].var.has_grad() ? all[i].var.grad() : Tensor::zeros(all[i].var.shape(), DType::f32);
+        if (p[i].expert_shard) {
+          ++shards;
+          CHECK(p[i].var.shape()[0] == 2);  // 4 experts over 2 ranks
+          expected = expert_rows(expected, comm->rank(), 2);
+        }
+        if (starved && p[i].expert_shard && comm->rank() == 1)
+          CHECK(p[i].var.grad().to_vector<float>() == expected.to_vector<float>());  // both zero
+        else
+          CHECK(relative_difference(p[i].var.grad(), expected) < 1e-5);
       }
-      CHECK(relative_difference(p[i].var.grad(), expected) < 1e-5);
+      CHECK(shards == 4);  // w_in and w_out of both MoE layers
     }
-    CHECK(shards == 4);  // w_in and w_out of both MoE layers
   }
 }
 
