@@ -122,7 +122,11 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
           result=$(python3 scripts/check_export.py $run/export --mutate $broken --json "$OUT/export_check_${name}_$broken.json")
           echo "export $name, broken: $broken: exit $? $result" | tee -a "$summary"
         done
-      done ;;
+      done
+      # bf16 weights: the probe is hylo's forward on the rounded weights, so it must match as well
+      $hylo export /tmp/tiny_cuda --out /tmp/tiny_cuda/export_bf16 --dtype bf16 --overwrite
+      result=$(python3 scripts/check_export.py /tmp/tiny_cuda/export_bf16 --json "$OUT/export_check_tiny_cuda_bf16.json")
+      echo "export tiny_cuda bf16: exit $? $result" | tee -a "$summary" ;;
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
         --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;

@@ -146,8 +146,10 @@ void export_model(const LoadedModel& loaded, const ExportOptions& o) {
   for (const fs::path& f : {weights, config})
     HYLO_CHECK(o.overwrite || !fs::exists(f, ec), "{}: already exists (use --overwrite to replace it)", f.string());
   Transformer& model = *loaded.model;
-  const int count = probe_length(loaded.config);
-  const std::string probe = probe_json(model, count);  // before anything is written
+  // The probe describes the weights as exported: rounded to bf16 first when they leave as bf16.
+  if (o.dtype == DType::bf16)
+    for (Parameter& p : model.parameters()) p.var.mutable_value() = p.var.value().to(DType::bf16).to(DType::f32);
+  const std::string probe = probe_json(model, probe_length(loaded.config));  // before anything is written
 
   std::vector<NamedTensor> tensors;
   for (const Parameter& p : model.parameters())

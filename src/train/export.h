@@ -4,8 +4,9 @@
 //                      shapes (linear weights (out, in); experts (E, out, in));
 //   config.json        the checkpoint's model section, each layer's attention mask and FFN, the
 //                      conventions a reimplementation must follow, and a probe: the next-token
-//                      losses hylo's forward gives on fixed token ids, to check one against
-//                      (scripts/check_export.py does, in PyTorch).
+//                      losses hylo's forward gives on fixed token ids with the weights as
+//                      exported, to check one against (scripts/check_export.py does, in PyTorch).
+// The model of `loaded` must be on the CPU; a bf16 export rounds its parameters in place.
 // Each file is written to a temporary name and renamed into place.
 #pragma once
 #include <string>
