@@ -24,7 +24,6 @@ namespace {
 
 constexpr int64_t kChunkLogitBytes = 512ll << 20;  // one chunk of logits at most
 
-#if HYLO_WITH_CUDA
 // The sum over counted rows of the cross-entropy plus z_loss * lse^2.
 template <class T>
 double total_loss(int64_t rows, const T* loss, const T* lse, const int32_t* targets, double z_loss) {
@@ -34,6 +33,7 @@ double total_loss(int64_t rows, const T* loss, const T* lse, const int32_t* targ
   return total;
 }
 
+#if HYLO_WITH_CUDA
 // CUDA: bf16 operands, fp32 loss/lse and an fp32 weight-gradient accumulator across chunks.
 // dH undefined: no gradients (the fused kernel's in-place softmax gradient is then unused).
 double chunks_cuda(const Tensor& H, const Tensor& W, const Tensor& targets, int v_valid, float scale, float z_loss,

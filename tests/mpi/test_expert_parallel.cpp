@@ -88,7 +88,7 @@ TEST_SUITE("ranks") {
     REQUIRE(comm->size() == 2);
     auto ep_group = comm->split(0, comm->rank()), replicas = comm->split(comm->rank(), 0);
     // Router biases that send every token to experts 0 and 1 (rank 0's): rank 1 receives nothing.
-    for (const std::vector<float> bias : {std::vector<float>(4, 0.f), std::vector<float>{10, 10, -10, -10}}) {
+    for (const std::vector<float>& bias : {std::vector<float>(4, 0.f), std::vector<float>{10, 10, -10, -10}}) {
       const bool starved = bias[0] != 0;
       CAPTURE(starved);
       Transformer ep(moe_model(), 5), whole(moe_model(), 5);  // whole: every expert, both ranks' batches
