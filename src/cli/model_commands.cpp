@@ -96,6 +96,12 @@ int run_params_command(const Args& args) {
   // The figure papers quote: everything but the (tied) token embedding.
   const ParamCount& embedding = rows.front();
   print_row({"non-embed", rows.back().stored - embedding.stored, rows.back().active - embedding.active});
+  if (const int P = config.train.expert_parallel; P > 1) {
+    const int64_t per_rank = parameters_per_rank(config.model, P);
+    fmt::print("per rank with train.expert_parallel={}: {} stored ({:.2f}M); on CUDA {:.2f} GiB of weights, gradients "
+               "and AdamW state (16 bytes per parameter)\n",
+               P, per_rank, per_rank / 1e6, double(per_rank) * 16 / double(1ull << 30));
+  }
   const double flops = train_flops_per_token(config.model, config.train.seq_len);
   fmt::print("training FLOPs per token at seq_len {}: {:.4g} (6 x matmul params + 12 x H x hd x mean visited keys "
              "per layer)\n",

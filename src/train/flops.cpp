@@ -53,6 +53,14 @@ std::vector<ParamCount> count_parameters(const ModelConfig& c) {
   return rows;
 }
 
+int64_t parameters_per_rank(const ModelConfig& config, int ep_ranks) {
+  const std::vector<ParamCount> rows = count_parameters(config);
+  int64_t experts = 0;
+  for (const ParamCount& row : rows)
+    if (row.component == "moe_experts") experts = row.stored;
+  return rows.back().stored - experts + experts / ep_ranks;
+}
+
 double mean_visited_keys(const AttnMask& mask, int64_t T) {
   return T ? double(visited_pairs(mask, int(T))) / double(T) : 0.0;
 }

@@ -25,6 +25,9 @@ struct ParamCount {
 // moe_router, moe_experts (active = top_k of E), moe_shared, norms, lm_head (untied only); rows
 // that would be zero are left out.
 std::vector<ParamCount> count_parameters(const ModelConfig& config);
+// What one rank stores under expert parallelism over `ep_ranks`: 1 / ep_ranks of the experts and
+// all the rest.
+int64_t parameters_per_rank(const ModelConfig& config, int ep_ranks);
 // Mean number of keys a query attends over a sequence of length T.
 double mean_visited_keys(const AttnMask& mask, int64_t T);
 double train_flops_per_token(const ModelConfig& config, int64_t seq_len);

@@ -18,6 +18,7 @@
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "train/expert_parallel.h"
+#include "train/flops.h"
 #include "train/gradient_sync.h"
 
 using namespace hylo;
@@ -116,6 +117,9 @@ TEST_SUITE("ranks") {
           CHECK(relative_difference(p[i].var.grad(), expected) < 1e-5);
       }
       CHECK(shards == 4);  // w_in and w_out of both MoE layers
+      int64_t stored = 0;  // what `hylo params` reports per rank
+      for (const Parameter& q : p) stored += q.var.value().numel();
+      CHECK(stored == parameters_per_rank(moe_model(), 2));
     }
   }
 }
