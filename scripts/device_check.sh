@@ -7,6 +7,8 @@
 #   dp      the curve's run under `mpirun -np 1`, without and with ZeRO-1: the data-parallel path
 #           (MPI, NCCL, gradient buckets or reduces to owners, replica hash, rank 0's checkpoint)
 #           on one GPU; the losses of both must equal curve's (run curve first)
+#   nccl    the GPU test of expert parallelism's exchange, split and gather through NCCL, under
+#           `mpirun -np 1` (NCCL refuses two ranks on one GPU; the GPU tests skip it otherwise)
 #   dp_cost  what the data-parallel machinery costs on one GPU: configs/205m-pbb.yaml for 20 steps
 #           alone and under `mpirun -np 1` (NCCL; buckets, hooks, sums that move nothing), without and
 #           with ZeRO-1; mean tokens/s of steps 6-20 of each (metrics.jsonl)
@@ -89,6 +91,10 @@ rows = [[json.loads(l)["loss"] for l in open(f)] for f in sys.argv[1:]]
 print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /tmp/tiny_cuda_dp_$zero/metrics.jsonl)" |
           tee -a "$summary"
       done ;;
+    nccl)
+      OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 -x LD_LIBRARY_PATH \
+        .devbundle/bin/hylo_gpu_tests --test-case="*through NCCL*" 2>&1 | tee "$OUT/gpu_tests_nccl.log" | tail -4
+      echo "nccl: $(grep -E 'test cases:' "$OUT/gpu_tests_nccl.log" | tail -1)" >>"$summary" ;;
     dp_cost)
       mpi="mpirun -np 1 -x LD_LIBRARY_PATH"
       for run in alone dp dp_zero1; do

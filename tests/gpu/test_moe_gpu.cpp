@@ -9,17 +9,20 @@
 #include <cuda_runtime.h>  // before gpu_test_util.h: its typed cudaMalloc(T**) overload
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dist/communicator.h"
 #include "dist/single_process.h"
 #include "gpu_test_util.h"
 #include "kernels/moe/grouped_gemm.h"
 #include "nn/moe.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
+#include "train/expert_parallel.h"
 
 using namespace hylo;
 using namespace hylo::test;
@@ -324,14 +327,15 @@ TEST_CASE("moe gpu: whole MoE layer (router, bias, experts, shared expert, aux l
   }
 }
 
-TEST_CASE("moe gpu: the expert-parallel path on a group of one (own plan, regrouping, combine by 1) is the plain layer") {
-  // What expert parallelism adds around the experts, on the device: the receiving side's plan,
-  // its permute and the weight-1 combine that undoes it, all exact; the exchange itself is the
-  // identity here (NCCL's is run by the mpi tests' logic on the CPU).
+namespace {
+
+// The expert-parallel layer on `group` (one rank) against the plain layer: outputs and gradients
+// bit for bit. What expert parallelism adds around the experts (the receiving side's plan, its
+// permute, the weight-1 combine that undoes it) is exact; so is an exchange with oneself.
+void check_expert_parallel_layer(dist::Communicator& group) {
   const ModelConfig config = layer_config(8, 2, "softmax", 0.0);
   ParamList plain_params, ep_params;
   MoeFeedForward plain(plain_params, 0, config, 7), ep(ep_params, 0, config, 7);
-  dist::SingleProcess group;
   ep.shard_experts(ep_params, group);
   for (ParamList* params : {&plain_params, &ep_params})
     for (Parameter& p : *params) p.var.mutable_value() = p.var.value().to(DType::bf16).to(Device::cuda);
@@ -349,4 +353,26 @@ TEST_CASE("moe gpu: the expert-parallel path on a group of one (own plan, regrou
     CHECK(ep_params[i].expert_shard == (plain_params[i].name.find(".moe.w_") != std::string::npos));
     CHECK(host(ep_params[i].var.grad()) == host(plain_params[i].var.grad()));
   }
+  // The checkpoint's gather of expert rows, through the group.
+  const Tensor w = ep_params[1].var.value();
+  CHECK(host(gather_expert_rows(w.to(DType::f32), group)) == host(w));
+}
+
+bool under_mpi_launcher() { return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE"); }
+
+}  // namespace
+
+TEST_CASE("moe gpu: the expert-parallel path on a group of one (own plan, regrouping, combine by 1) is the plain layer") {
+  dist::SingleProcess group;  // the exchange is the identity here
+  check_expert_parallel_layer(group);
+}
+
+// Run by `device_check.sh nccl` under `mpirun -np 1` (NCCL refuses two ranks on one GPU): the
+// exchange, split and gather go through NCCL, sending to and receiving from the one rank.
+TEST_CASE("moe gpu: the expert-parallel path through NCCL on a job of one is the plain layer" *
+          doctest::skip(!under_mpi_launcher())) {
+  auto job = dist::connect(Device::cuda);
+  REQUIRE(job->size() == 1);
+  auto group = job->split(0, 0);
+  check_expert_parallel_layer(*group);
 }
