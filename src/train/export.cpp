@@ -110,13 +110,14 @@ std::string layers_json(const ModelConfig& c) {
 
 }  // namespace
 
-std::string safetensors_bytes(const std::vector<NamedTensor>& tensors,
-                              const std::vector<std::pair<std::string, std::string>>& metadata) {
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata) {
   std::vector<std::string> meta, entries;
   for (const auto& [k, v] : metadata) meta.push_back(json_string(k) + ": " + json_string(v));
   size_t offset = 0;
   for (const NamedTensor& t : tensors) {
-    HYLO_CHECK(t.value.device() == Device::cpu, "export: {} is not on the CPU", t.name);
+    HYLO_CHECK(t.value.device() == Device::cpu && t.value.is_contiguous(), "export: {} is not a contiguous CPU tensor",
+               t.name);
     std::vector<std::string> dims;
     for (int64_t d : t.value.shape()) dims.push_back(std::to_string(d));
     entries.push_back(fmt::format(R"({}: {{"dtype": "{}", "shape": [{}], "data_offsets": [{}, {}]}})",
@@ -126,16 +127,12 @@ std::string safetensors_bytes(const std::vector<NamedTensor>& tensors,
   }
   std::string header = fmt::format(R"({{"__metadata__": {{{}}}, {}}})", fmt::join(meta, ", "), fmt::join(entries, ", "));
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  std::string out(8, '\0');
-  uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);  // little-endian u64
-  out += header;
-  out.reserve(out.size() + offset);
-  for (const NamedTensor& t : tensors) {
-    const Tensor c = t.value.contiguous();
-    out.append(static_cast<const char*>(c.raw()), c.nbytes());
-  }
-  return out;
+  std::string length(8, '\0');
+  const uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) length[size_t(i)] = char((n >> (8 * i)) & 0xff);  // little-endian u64
+  std::vector<std::string_view> pieces{length, header};
+  for (const NamedTensor& t : tensors) pieces.emplace_back(static_cast<const char*>(t.value.raw()), t.value.nbytes());
+  write_file_atomic(path, pieces);
 }
 
 void export_model(const LoadedModel& loaded, const ExportOptions& o) {
@@ -157,9 +154,8 @@ void export_model(const LoadedModel& loaded, const ExportOptions& o) {
   for (NamedTensor& b : buffer_tensors(model)) tensors.push_back(std::move(b));  // MoE router biases, f32
   fs::create_directories(dir, ec);
   HYLO_CHECK(!ec, "{}: cannot create the directory: {}", o.out_dir, ec.message());
-  write_file_atomic(weights.string(), safetensors_bytes(tensors, {{"format", "pt"},
-                                                                  {"source", loaded.path},
-                                                                  {"step", std::to_string(loaded.step)}}));
+  write_safetensors(weights.string(), tensors,
+                    {{"format", "pt"}, {"source", loaded.path}, {"step", std::to_string(loaded.step)}});
   write_file_atomic(config.string(),
                     fmt::format("{{\n  \"format\": \"hylo\",\n  \"source\": {},\n  \"step\": {},\n  \"dtype\": \"{}\",\n"
                                 "  \"model\": {},\n  \"layers\": {},\n  \"conventions\": {},\n  \"probe\": {}\n}}\n",

@@ -26,8 +26,9 @@ struct ExportOptions {
 
 void export_model(const LoadedModel& loaded, const ExportOptions& options);
 
-// The safetensors file of `tensors` (CPU, f32 or bf16), with string metadata.
-std::string safetensors_bytes(const std::vector<NamedTensor>& tensors,
-                              const std::vector<std::pair<std::string, std::string>>& metadata);
+// `path` as the safetensors file of `tensors` (contiguous CPU f32 or bf16) with string metadata,
+// written through a temporary file; the tensors' bytes are written from where they lie.
+void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata);
 
 }  // namespace hylo

@@ -47,20 +47,26 @@ std::optional<int64_t> row_step(const std::string& line) {
 }  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content) {
+  write_file_atomic(path, std::vector<std::string_view>{content});
+}
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   HYLO_CHECK(fd >= 0, "{}: cannot create: {}", tmp, std::strerror(errno));
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      HYLO_FAIL("{}: write failed: {}", tmp, std::strerror(err));
+  for (std::string_view content : pieces) {
+    size_t done = 0;
+    while (done < content.size()) {
+      ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        int err = errno;
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        HYLO_FAIL("{}: write failed: {}", tmp, std::strerror(err));
+      }
+      done += size_t(n);
     }
-    done += size_t(n);
   }
   bool synced = ::fsync(fd) == 0;
   ::close(fd);

@@ -21,6 +21,8 @@ void prepare_run_dir(const std::string& dir, const std::string& resolved_config_
 
 // Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old or the new file.
 void write_file_atomic(const std::string& path, const std::string& content);
+// The same for content in pieces, written one after the other (large files need no second copy).
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // The keys of the rows the trainer writes to metrics.jsonl (trainer.cpp): every step's and every
 // evaluation's. A sweep's `metrics` are checked against them.
