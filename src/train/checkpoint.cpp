@@ -249,7 +249,9 @@ void write_file(const std::string& tmp, const std::string& display, const Checkp
 
 class Reader {
  public:
-  Reader(std::string path, bool keep) : path_(std::move(path)), keep_(keep) {}
+  // keep: the tensors (else only verified); keep_moments: the AdamW moments too.
+  Reader(std::string path, bool keep, bool keep_moments = true)
+      : path_(std::move(path)), keep_(keep), keep_moments_(keep && keep_moments) {}
 
   CheckpointState read() {
     open();
@@ -259,15 +261,15 @@ class Reader {
     complete_marker.close();
 
     H5Obj model = open_group(file_.get(), "model", "/model");
-    s.model = read_tensors(model.get(), "/model");
+    s.model = read_tensors(model.get(), "/model", keep_);
     H5Obj optim = open_group(file_.get(), "optim", "/optim");
     H5Obj m = open_group(optim.get(), "m", "/optim/m");
-    s.optim_m = read_tensors(m.get(), "/optim/m");
+    s.optim_m = read_tensors(m.get(), "/optim/m", keep_moments_);
     H5Obj v = open_group(optim.get(), "v", "/optim/v");
-    s.optim_v = read_tensors(v.get(), "/optim/v");
+    s.optim_v = read_tensors(v.get(), "/optim/v", keep_moments_);
     s.step = read_i64(open_dataset(optim.get(), "step", "/optim/step"), "/optim/step", true);
     H5Obj buffers = open_group(file_.get(), "buffers", "/buffers");
-    s.buffers = read_tensors(buffers.get(), "/buffers");
+    s.buffers = read_tensors(buffers.get(), "/buffers", keep_);
     s.rng = read_u64s(open_dataset(file_.get(), "rng", "/rng"), "/rng");
     H5Obj data = open_group(file_.get(), "data", "/data");
     s.data_cursor = read_u64s(open_dataset(data.get(), "cursor", "/data/cursor"), "/data/cursor");
@@ -385,7 +387,7 @@ class Reader {
       corrupt("unexpected element type in " + where);
   }
 
-  std::vector<NamedTensor> read_tensors(hid_t group, const std::string& gpath) {
+  std::vector<NamedTensor> read_tensors(hid_t group, const std::string& gpath, bool keep) {
     std::vector<NamedTensor> out;
     for (const std::string& name : link_names(group, gpath)) {
       const std::string where = gpath + "/" + name;
@@ -401,7 +403,7 @@ class Reader {
       Tensor t = Tensor::empty(Shape(dims.begin(), dims.end()), *dt, Device::cpu, "checkpoint tensor");
       read_into(ds.get(), info.mem_type, t.raw(), t.nbytes(), where);
       verify(ds.get(), where, t.raw(), t.nbytes());
-      if (keep_) out.push_back({name, std::move(t)});
+      if (keep) out.push_back({name, std::move(t)});
     }
     return out;
   }
@@ -438,7 +440,7 @@ class Reader {
   }
 
   std::string path_;
-  bool keep_;
+  bool keep_, keep_moments_;
   H5Obj file_;
   int64_t verified_ = 0;
 };
@@ -484,9 +486,9 @@ void save_checkpoint(const std::string& path, const CheckpointState& state) {
   fsync_path(parent.empty() ? "." : parent.string(), true);
 }
 
-CheckpointState load_checkpoint(const std::string& path) {
+CheckpointState load_checkpoint(const std::string& path, bool moments) {
   silence_hdf5();
-  return Reader(path, /*keep=*/true).read();
+  return Reader(path, /*keep=*/true, moments).read();
 }
 
 void verify_checkpoint(const std::string& path) {

@@ -39,7 +39,9 @@ void save_checkpoint(const std::string& path, const CheckpointState& state);
 
 // Reads and verifies every checksum and the completion marker. Errors are one line naming the
 // file and the dataset, e.g. "runs/x/checkpoints/step_20.h5: checksum mismatch in /model/wq".
-CheckpointState load_checkpoint(const std::string& path);
+// Without `moments` the AdamW moments are verified but not kept (optim_m and optim_v stay empty):
+// what evaluation, generation and export need, a third of the memory.
+CheckpointState load_checkpoint(const std::string& path, bool moments = true);
 
 // The same checks as load_checkpoint without keeping the tensors (one tensor in memory at a time).
 void verify_checkpoint(const std::string& path);

@@ -30,7 +30,7 @@ LoadedModel load_model_checkpoint(const std::string& run_dir_or_file, const std:
     HYLO_CHECK(latest.has_value(), "{}: no valid checkpoint under {}/checkpoints", loaded.path, loaded.path);
     loaded.path = *latest;
   }
-  const CheckpointState state = load_checkpoint(loaded.path);
+  const CheckpointState state = load_checkpoint(loaded.path, /*moments=*/false);
   loaded.step = state.step;
   loaded.config = config_from_yaml_text(state.config_yaml, loaded.path + ":/config", overrides);
   loaded.model = std::make_unique<Transformer>(loaded.config.model, loaded.config.train.seed);

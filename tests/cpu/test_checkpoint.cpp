@@ -143,6 +143,12 @@ TEST_CASE("checkpoint: save/load round trip is bit-exact, names with dots, order
   CHECK(r.model[5].value.numel() == 0);
   CHECK_NOTHROW(verify_checkpoint(path));
 
+  // Without the moments: everything else as before, optim_m and optim_v empty.
+  const CheckpointState w = load_checkpoint(path, /*moments=*/false);
+  check_same(s.model, w.model);
+  check_same(s.buffers, w.buffers);
+  CHECK((w.optim_m.empty() && w.optim_v.empty() && w.step == 20 && w.config_yaml == s.config_yaml));
+
   // An empty state round-trips too, and names that are not dataset names are refused.
   save_checkpoint(path, CheckpointState{});
   CheckpointState e = load_checkpoint(path);
@@ -165,6 +171,8 @@ TEST_CASE("checkpoint: a flipped data byte is reported as a checksum mismatch in
   save_checkpoint(path, sample_state(20));
   flip_byte(path, data_offset(path, "/optim/v/blocks.10.ffn.w1"));
   CHECK(error_of([&] { load_checkpoint(path); }) == path + ": checksum mismatch in /optim/v/blocks.10.ffn.w1");
+  // Moments not kept are still verified.
+  CHECK(error_of([&] { load_checkpoint(path, false); }) == path + ": checksum mismatch in /optim/v/blocks.10.ffn.w1");
 
   save_checkpoint(path, sample_state(20));
   flip_byte(path, data_offset(path, "/data/cursor") + 2);
