@@ -518,8 +518,6 @@ void validate(const Config& c) {
             t.expert_parallel);
     ck.need(m.moe.experts % t.expert_parallel == 0,
             "model.moe.experts={} is not divisible by train.expert_parallel={}", m.moe.experts, t.expert_parallel);
-    ck.need(!t.zero1, "train.zero1 with train.expert_parallel={}: ZeRO-1 does not shard expert-parallel models yet",
-            t.expert_parallel);
   }
   ck.need(!c.data.train.empty(), "data.train is empty (path of the training token shard)");
   ck.need(t.eval_every == 0 || !c.data.val.empty(),

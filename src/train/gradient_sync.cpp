@@ -49,25 +49,30 @@ void GradientSync::on_ready(size_t param) {
 
 void GradientSync::start_ready_buckets() {
   for (; next_bucket_ < buckets_.size() && waiting_[next_bucket_] == 0; ++next_bucket_) {
-    const std::vector<size_t>& bucket = buckets_[next_bucket_];
-    if (owner_.empty()) {
-      // The replicated parameters' message, then the expert shards' (when there are any).
-      std::vector<Tensor> grads, expert_grads;
-      for (size_t i : bucket)
-        (params_[i].expert_shard ? expert_grads : grads).push_back(params_[i].var.grad());
-      if (!grads.empty()) comm_.start_sum(std::move(grads), dist::Communicator::kEveryRank);
-      if (!expert_grads.empty()) {
-        HYLO_CHECK(expert_replicas_, "data parallel: expert shards without their replicas' communicator");
-        if (expert_replicas_->size() > 1) expert_replicas_->start_sum(std::move(expert_grads), dist::Communicator::kEveryRank);
+    // The replicated parameters' messages over every rank, then the expert shards' over the ranks
+    // that hold the same experts (a group of one has nothing to sum).
+    for (const bool experts : {false, true}) {
+      std::vector<size_t> members;
+      for (size_t i : buckets_[next_bucket_])
+        if (params_[i].expert_shard == experts) members.push_back(i);
+      if (members.empty()) continue;
+      HYLO_CHECK(!experts || expert_replicas_, "data parallel: expert shards without their replicas' communicator");
+      dist::Communicator& comm = experts ? *expert_replicas_ : comm_;
+      if (experts && comm.size() == 1) continue;
+      auto grads_of = [&](int root) {  // root: an owner, or kEveryRank for all
+        std::vector<Tensor> grads;
+        for (size_t i : members)
+          if (root == dist::Communicator::kEveryRank || owner_[i] == root) grads.push_back(params_[i].var.grad());
+        return grads;
+      };
+      if (owner_.empty()) {
+        comm.start_sum(grads_of(dist::Communicator::kEveryRank), dist::Communicator::kEveryRank);
+        continue;
       }
-      continue;
-    }
-    // One message per owner, owners in rank order: every rank starts them in the same order.
-    for (int root = 0; root < comm_.size(); ++root) {
-      std::vector<Tensor> grads;
-      for (size_t i : bucket)
-        if (owner_[i] == root) grads.push_back(params_[i].var.grad());
-      if (!grads.empty()) comm_.start_sum(std::move(grads), root);
+      // ZeRO-1: one message per owner (an index into `comm`), owners in rank order: every rank
+      // starts them in the same order.
+      for (int root = 0; root < comm.size(); ++root)
+        if (std::vector<Tensor> grads = grads_of(root); !grads.empty()) comm.start_sum(std::move(grads), root);
     }
   }
 }

@@ -17,7 +17,7 @@ class GradientSync {
   // order (the order backward finishes them). `owner`: under ZeRO-1 each parameter's sum goes to
   // its owner rank only (empty: every rank receives every sum). `expert_replicas`: under expert
   // parallelism the expert shards' sums run over the ranks that hold the same experts instead (a
-  // group of one sums nothing). Installs the grad-ready hooks: the object must outlive every
+  // group of one sums nothing), their owners numbered in that group (train/zero.h). Installs the grad-ready hooks: the object must outlive every
   // backward of `params`, and not move.
   GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner = {},
                size_t bucket_bytes = size_t(25) << 20, dist::Communicator* expert_replicas = nullptr);

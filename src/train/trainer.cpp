@@ -79,6 +79,7 @@ class Trainer {
   void report_memory();
   void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
   bool leader() const { return comm_->rank() == 0; }
+  OwnerGroups owner_groups() const { return {*comm_, expert_replicas_.get(), ep_group_.get()}; }
 
   Config config_;
   Device device_;
@@ -142,8 +143,9 @@ Trainer::Trainer(const TrainOptions& options) {
   ParamList& params = model_->parameters();
   std::vector<bool> owned;  // empty: this rank updates every parameter
   if (t.zero1) {
-    owner_ = assign_owners(params, world);
-    for (int r : owner_) owned.push_back(r == comm_->rank());
+    owner_ = assign_owners(params, world, expert_replicas_ ? expert_replicas_->size() : 1);
+    for (size_t i = 0; i < params.size(); ++i)
+      owned.push_back(owner_[i] == owner_groups().of(params[i]).rank());
   }
   optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_, owned);
   gradient_sync_ = std::make_unique<GradientSync>(params, *comm_, owner_, size_t(25) << 20, expert_replicas_.get());
@@ -216,18 +218,7 @@ void Trainer::save(int64_t step) {
   check_replicas_agree(step);
   std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
   const ParamList& params = model_->parameters();
-  OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, owner_, *comm_);
-  // Every expert group gathers its experts' rows; rank 0's group is the one that is saved.
-  for (size_t i = 0; ep_group_ && i < params.size(); ++i) {
-    if (!params[i].expert_shard) continue;
-    const Tensor master = gather_expert_rows(optimizer_->masters()[i], *ep_group_),
-                 m = gather_expert_rows(optimizer_->moments_m()[i], *ep_group_),
-                 v = gather_expert_rows(optimizer_->moments_v()[i], *ep_group_);
-    if (!leader()) continue;
-    state.masters[i] = master;
-    state.m[i] = m;
-    state.v[i] = v;
-  }
+  OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, owner_, owner_groups());
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
@@ -298,11 +289,12 @@ double Trainer::train_step() {
   return loss_sum / micro_batches;
 }
 
-// The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of its own
-// parameters only, under expert parallelism its own experts': their squared norms are added over
-// the ranks that hold the others.
+// The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of the
+// parameters it owns, and every parameter (every expert shard) has one owner: their squares add
+// over all ranks. Under expert parallelism alone each rank holds its own experts': their squares
+// add over the expert group.
 double Trainer::grad_norm() const {
-  if (ep_group_) {  // the expert shards' squares add over the expert group
+  if (ep_group_ && owner_.empty()) {  // the expert shards' squares add over the expert group
     const double replicated = optimizer_->grad_norm(false), experts = optimizer_->grad_norm(true);
     double squared = experts * experts;
     ep_group_->sum(std::span<double>(&squared, 1));
@@ -344,7 +336,7 @@ int Trainer::run() {
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       optimizer_->step(lr, clip_scale(norm, t.grad_clip));
-      if (!owner_.empty()) share_updated_params(model_->parameters(), owner_, *comm_);
+      if (!owner_.empty()) share_updated_params(model_->parameters(), owner_, owner_groups());
       sum_router_loads();
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {

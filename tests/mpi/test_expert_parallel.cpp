@@ -174,7 +174,7 @@ TEST_SUITE("launch") {
     succeeds(ws.train("single", kMoe + "--resume " + (ws.dir / "single/checkpoints/step_6.h5").string()));
   }
 
-  TEST_CASE("mpirun -np 4 hylo train with expert groups of 2: the replicas of each expert sum their gradients") {
+  TEST_CASE("mpirun -np 4 hylo train with expert groups of 2: the replicas of each expert sum their gradients, also under ZeRO-1") {
     // Ranks 0, 1 and ranks 2, 3 each share out the experts; ranks 0, 2 (and 1, 3) hold the same
     // ones. Without the replicas' sum they would drift apart and the checkpoint's check would stop
     // the run.
@@ -187,6 +187,19 @@ TEST_SUITE("launch") {
     REQUIRE(ep_loss.size() == 12);
     for (size_t i = 0; i < dp_loss.size(); ++i) CHECK(ep_loss[i] == doctest::Approx(dp_loss[i]).epsilon(1e-4));
     CHECK(fs::exists(ws.dir / "ep/checkpoints/step_12.h5"));
+
+    // ZeRO-1 on top: replicated parameters owned among all 4 ranks, expert shards among the 2 that
+    // hold them. No clipping, as in the ZeRO-1 test of test_data_parallel.cpp: then the same bits.
+    const std::string plain = kMoe + "--set train.expert_parallel=2 --set train.grad_clip=0 ";
+    succeeds(mpirun4 + ws.train("ep_plain", plain));
+    succeeds(mpirun4 + ws.train("ep_zero", plain + "--set train.zero1=true --set train.checkpoint_every=6 --stop-at 6"));
+    succeeds(mpirun4 + ws.train("ep_zero", plain + "--set train.zero1=true --resume auto"));
+    CHECK(ws.loss_rows("ep_zero") == ws.loss_rows("ep_plain"));
+    // Its checkpoint holds every expert and its moments: it resumes without ZeRO-1 or expert parallelism.
+    fs::create_directories(ws.dir / "single");
+    fs::copy(ws.dir / "ep_zero/checkpoints", ws.dir / "single/checkpoints", fs::copy_options::recursive);
+    succeeds(ws.train("single", kMoe + "--set train.grad_clip=0 --resume " +
+                                    (ws.dir / "single/checkpoints/step_6.h5").string()));
   }
 
   TEST_CASE("expert parallelism refuses layouts it cannot build, in one line, before writing the run") {
@@ -196,7 +209,6 @@ TEST_SUITE("launch") {
         {kMoe + "--set model.moe.experts=3 --set train.expert_parallel=2",
          "model.moe.experts=3 is not divisible by train.expert_parallel=2"},
         {kMoe + "--set train.expert_parallel=4", "train.expert_parallel=4 does not divide the 2 ranks"},
-        {kMoe + "--set train.expert_parallel=2 --set train.zero1=true", "ZeRO-1 does not shard expert-parallel"},
     };
     for (const auto& [flags, message] : cases) {
       CAPTURE(flags);
