@@ -11,6 +11,9 @@
 //   grid:                          # optional: key -> list of values; the cartesian product
 //     train.lr: [1.0e-3, 3.0e-3]
 //   metrics: [loss, val_loss, val_ppl, tokens_per_s]   # optional; these three by default
+//   ranks: 8                       # optional, default 1: processes (GPUs) per point, data or
+//                                  # expert parallel: --slurm asks each array task for that many
+//                                  # tasks and GPUs, --local starts each point under mpirun -np
 //
 // At least one of `points` / `grid` is required. With both, every point is crossed with every
 // grid combination (points vary slowest); with several grid keys the last one varies fastest, as
@@ -38,7 +41,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics"};
+const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics", "ranks"};
 
 std::string suggestion(const std::string& key) {
   const std::string near = nearest_choice(key, kTopLevelKeys, 2);  // further is a guess, not a typo
@@ -125,6 +128,17 @@ SweepSpec load_sweep(const std::string& path) {
     HYLO_CHECK(root["base"] && root["base"].IsScalar(), "{}: missing key 'base' (the config every point starts from)", path);
     spec.base = root["base"].as<std::string>();
     if (root["set"]) spec.set = override_map(root["set"], path + ": set");
+    if (const YAML::Node r = root["ranks"]) {
+      HYLO_CHECK(r.IsScalar(), "{}: ranks: expected a number of processes per point", path);
+      int ranks = 0;
+      try {
+        ranks = r.as<int>();
+      } catch (const YAML::Exception&) {
+        HYLO_FAIL("{}: ranks: '{}' is not a whole number", path, r.Scalar());
+      }
+      HYLO_CHECK(ranks >= 1, "{}: ranks={} must be >= 1", path, ranks);
+      spec.ranks = ranks;
+    }
 
     spec.metrics = {"loss", "val_loss", "val_ppl"};
     if (const YAML::Node m = root["metrics"]) {
@@ -201,6 +215,12 @@ std::vector<Config> check_sweep_configs(const SweepSpec& spec) {
     } catch (const Error& e) {
       HYLO_FAIL("{}: point {}: {}", spec.path, point.name, e.what());
     }
+    // What the trainer would refuse at each point's launch, refused before the first one runs.
+    const TrainConfig& t = configs.back().train;
+    HYLO_CHECK(t.batch_size % spec.ranks == 0, "{}: point {}: train.batch_size={} is not divisible by ranks={}",
+               spec.path, point.name, t.batch_size, spec.ranks);
+    HYLO_CHECK(spec.ranks % t.expert_parallel == 0, "{}: point {}: train.expert_parallel={} does not divide ranks={}",
+               spec.path, point.name, t.expert_parallel, spec.ranks);
   }
   return configs;
 }

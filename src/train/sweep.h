@@ -25,6 +25,7 @@ struct SweepSpec {
   std::vector<Override> set;
   std::vector<std::string> metrics;
   std::vector<SweepPoint> points;
+  int ranks = 1;  // processes (GPUs) per point
 };
 
 // Parses and expands a sweep file. Errors are one line naming the file and the key. Does not

@@ -103,6 +103,8 @@ TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
       {"name: a/b\npoints: [{train.lr: 1}]\n", "name 'a/b'"},
       {"set: {train.lr: 1}\n", "nothing to sweep"},
       {"points: [{train.lr: [1, 2}]\n", "invalid YAML"},
+      {"ranks: 0\npoints: [{train.lr: 1}]\n", "ranks=0 must be >= 1"},
+      {"ranks: two\npoints: [{train.lr: 1}]\n", "ranks: 'two' is not a whole number"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = ws.sweep("bad" + std::to_string(i) + ".yaml", cases[i].body);

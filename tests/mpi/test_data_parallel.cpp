@@ -201,4 +201,32 @@ TEST_SUITE("launch") {
     CHECK(odd.output.find("train.batch_size=5 is not divisible by 2 data-parallel ranks") != std::string::npos);
     CHECK(!fs::exists(ws.dir / "run"));
   }
+
+  TEST_CASE("a sweep with ranks: 2 runs each point under mpirun -np 2 (--local) or asks for 2 tasks (--slurm)") {
+    test::TrainingWorkspace ws("sweep_ranks");
+    const fs::path file = ws.dir / "sweep.yaml", out = ws.dir / "sweeps";
+    std::ofstream(file) << "name: dp\nbase: " << (ws.dir / "tiny.yaml").string()
+                        << "\nset: {train.steps: 6, train.eval_every: 0}\ngrid: {train.lr: [1.0e-3, 3.0e-3]}\nranks: 2\n";
+    // mpirun comes from PATH, as a user's would; Open MPI's root and slot settings from the environment.
+    const std::string env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 ";
+    succeeds(env + ws.hylo + " sweep " + file.string() + " --local --out " + out.string());
+    int points = 0;
+    for (const auto& run : fs::directory_iterator(out / "dp")) {
+      if (!run.is_directory()) continue;
+      ++points;
+      CAPTURE(run.path().string());
+      CHECK(read_file((run.path() / "log.txt").string()).value_or("").find("2 data-parallel ranks") != std::string::npos);
+      CHECK(ws.loss_rows(fs::relative(run.path(), ws.dir).string()).size() == 6);
+    }
+    CHECK(points == 2);
+    succeeds(ws.hylo + " sweep " + file.string() + " --slurm --out " + (ws.dir / "slurm").string());
+    const std::string sbatch = read_file((ws.dir / "slurm/dp/submit.sbatch").string()).value_or("");
+    CHECK(sbatch.find("#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-node=2") != std::string::npos);
+    CHECK(sbatch.find("srun --mpi=pmix ") != std::string::npos);
+
+    std::ofstream(file) << "base: " << (ws.dir / "tiny.yaml").string() << "\ngrid: {train.lr: [1.0e-3]}\nranks: 3\n";
+    const auto odd = test::run_command(ws.hylo + " sweep " + file.string() + " --dry-run");
+    CHECK(odd.exit_code != 0);
+    CHECK(odd.output.find("train.batch_size=4 is not divisible by ranks=3") != std::string::npos);
+  }
 }
