@@ -124,7 +124,7 @@ Var MoeFeedForward::remote_experts(const Var& xs_AD, const MoePlan& plan) const 
   if (R == 0) return exchange_rows(xr_RD, recv, send, *ep_);  // no rows for these experts: (0, D) back
   const MoePlan local = moe_plan(Tensor::from_vector(local_expert, {R, 1}).to(device), L, /*capacity=*/0);
   const DType weight_dtype = device == Device::cuda ? DType::f32 : xr_RD.value().dtype();
-  Var ones_R1(Tensor::zeros({R, 1}, weight_dtype, device, "expert exchange weights"));
+  Var ones_R1(Tensor::empty({R, 1}, weight_dtype, device, "expert exchange weights"));
   ones_R1.mutable_value().fill_(1.0);
   Var h_RF = swiglu(moe_grouped_linear(moe_permute(xr_RD, local), w_in_E2FD, local));
   Var yr_RD = moe_combine(moe_grouped_linear(h_RF, w_out_EDF, local), ones_R1, local);
