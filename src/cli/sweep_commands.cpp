@@ -208,6 +208,7 @@ struct ReportRow {
   std::string name;
   fs::path run_dir;
   std::map<std::string, std::string> overrides;
+  std::optional<fs::path> retrieval_report;  // the newest eval*.json with a retrieval section
   std::map<std::string, double> values;
 };
 
@@ -242,8 +243,9 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
   std::sort(evals.begin(), evals.end());
   for (const fs::path& p : evals) {
     try {
-      const YAML::Node acc = YAML::LoadFile(p.string())["retrieval"]["overall"]["accuracy"];
-      if (acc) row.values["retrieval_acc"] = acc.as<double>();
+      const YAML::Node retrieval = YAML::LoadFile(p.string())["retrieval"];
+      if (const YAML::Node acc = retrieval["overall"]["accuracy"]) row.values["retrieval_acc"] = acc.as<double>();
+      if (retrieval["by_distance"]) row.retrieval_report = p;
     } catch (const YAML::Exception&) {
       fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
     }
@@ -306,11 +308,13 @@ int run_report_command(const Args& args) {
 
   bool any_retrieval = false;
   std::vector<fs::path> with_metrics;
+  std::vector<std::string> retrieval_reports;  // NAME=path for plot_retrieval.py
   for (ReportRow& row : rows) {
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
     with_metrics.push_back(row.run_dir);
+    if (row.retrieval_report) retrieval_reports.push_back(row.name + "=" + row.retrieval_report->string());
   }
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dir.string());
 
@@ -333,22 +337,32 @@ int run_report_command(const Args& args) {
   }
   fmt::print("{}", table);
 
-  std::string plots;
-  const std::optional<fs::path> script = find_script("plot_loss.py");
+  // Each plot: scripts/<script> under /usr/bin/python3 with matplotlib into dir/<png>; the report's
+  // image line, or nothing (said) when it cannot be drawn.
   const bool have_matplotlib = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
-  if (!with_metrics.empty() && script && have_matplotlib) {
+  auto plot = [&](const std::string& script_name, const std::vector<std::string>& inputs, const std::string& png,
+                  const std::string& caption) -> std::string {
+    if (inputs.empty()) return "";
+    const std::optional<fs::path> script = find_script(script_name);
+    if (!script || !have_matplotlib) {
+      fmt::print("report: no {} ({} not found)\n", png, script ? "/usr/bin/python3 with matplotlib" : "scripts/" + script_name);
+      return "";
+    }
     std::string command = "/usr/bin/python3 " + shell_quote(script->string());
-    for (const fs::path& p : with_metrics) command += " " + shell_quote(p.string());
-    command += " --out " + shell_quote((dir / "loss.png").string()) + " >/dev/null";
-    if (std::system(command.c_str()) == 0) plots = "\n![loss curves](loss.png)\n";
-    else fmt::print(stderr, "report: plot_loss.py failed; no loss.png\n");
-  } else if (!with_metrics.empty()) {
-    fmt::print("report: no plots ({} not found)\n", script ? "/usr/bin/python3 with matplotlib" : "scripts/plot_loss.py");
-  }
+    for (const std::string& input : inputs) command += " " + shell_quote(input);
+    command += " --out " + shell_quote((dir / png).string()) + " >/dev/null";
+    if (std::system(command.c_str()) == 0) return fmt::format("\n![{}]({})\n", caption, png);
+    fmt::print(stderr, "report: {} failed; no {}\n", script_name, png);
+    return "";
+  };
+  std::vector<std::string> run_dirs;
+  for (const fs::path& p : with_metrics) run_dirs.push_back(p.string());
+  const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
+                            plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
   write_file_atomic((dir / "report.md").string(),
                     fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}", dir.filename().string(),
                                 table, plots));
-  fmt::print("wrote {}{}\n", (dir / "report.md").string(), plots.empty() ? "" : " and loss.png");
+  fmt::print("wrote {}\n", (dir / "report.md").string());
   return 0;
 }
 

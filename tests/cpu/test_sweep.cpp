@@ -166,7 +166,9 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   CHECK(edited.output.find("holds a different config") != std::string::npos);
 
   // `hylo eval --json` output next to a run adds a retrieval column (other eval files are ignored).
-  std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json") << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}}})";
+  std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json")
+      << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}, "by_distance": [)"
+      << R"({"distance": 8, "all": {"accuracy": 0.5}}, {"distance": 32, "all": {"accuracy": 0.25}}]}})";
   const auto report = ws.run("report out/l/");
   REQUIRE_MESSAGE(report.exit_code == 0, report.output);
   const std::string md = read_file(sweep_dir / "report.md").value();
@@ -182,8 +184,11 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   CHECK(md.find("| retrieval_acc |") != std::string::npos);
   CHECK(md.find(" | 0.2500 |\n") != std::string::npos);
   CHECK(md.find(" | - |\n") != std::string::npos);  // the pbb run has no eval file
-  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0)
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
     CHECK(fs::exists(sweep_dir / "loss.png"));
+    CHECK(fs::exists(sweep_dir / "retrieval.png"));  // accuracy by distance, from the eval report
+    CHECK(md.find("![retrieval by distance](retrieval.png)") != std::string::npos);
+  }
 }
 
 TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
