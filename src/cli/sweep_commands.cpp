@@ -208,7 +208,7 @@ struct ReportRow {
   std::string name;
   fs::path run_dir;
   std::map<std::string, std::string> overrides;
-  std::optional<fs::path> retrieval_report;  // the newest eval*.json with a retrieval section
+  std::optional<fs::path> retrieval_report;  // the last eval*.json (by name) with retrieval by distance
   std::map<std::string, double> values;
 };
 
