@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/rng.h"
+#include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "train/config.h"
@@ -66,7 +67,7 @@ int run_bench_train(const Args& args) {
   Transformer model(config.model, t.seed);
   model.set_recompute(t.recompute);
   AdamW optimizer(model.parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device);
-  const int vocab_valid = std::min(config.model.vocab_size, 50257);  // GPT-2's ids; the rest is padding
+  const int vocab_valid = std::min(config.model.vocab_size, data::kR50kTokens);  // the rest is padding
   Rng rng{t.seed, 99, 0};
   std::vector<int32_t> tokens(size_t(B) * (T + 1));
   for (auto& x : tokens) x = int32_t(rng.below(uint64_t(vocab_valid)));

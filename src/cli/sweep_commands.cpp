@@ -307,13 +307,12 @@ int run_report_command(const Args& args) {
   }
 
   bool any_retrieval = false;
-  std::vector<fs::path> with_metrics;
-  std::vector<std::string> retrieval_reports;  // NAME=path for plot_retrieval.py
+  std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs (NAME=path for retrieval)
   for (ReportRow& row : rows) {
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
-    with_metrics.push_back(row.run_dir);
+    run_dirs.push_back(row.run_dir.string());
     if (row.retrieval_report) retrieval_reports.push_back(row.name + "=" + row.retrieval_report->string());
   }
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dir.string());
@@ -355,8 +354,6 @@ int run_report_command(const Args& args) {
     fmt::print(stderr, "report: {} failed; no {}\n", script_name, png);
     return "";
   };
-  std::vector<std::string> run_dirs;
-  for (const fs::path& p : with_metrics) run_dirs.push_back(p.string());
   const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
                             plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
   write_file_atomic((dir / "report.md").string(),

@@ -19,6 +19,7 @@ namespace hylo::data {
 
 inline constexpr std::string_view kEndOfText = "<|endoftext|>";
 inline constexpr int32_t kEndOfTextId = 50256;
+inline constexpr int kR50kTokens = kEndOfTextId + 1;  // r50k_base's ids; a model's vocabulary pads above
 
 class Tokenizer {
  public:
@@ -39,7 +40,7 @@ class Tokenizer {
   std::string decode(std::span<const int32_t> ids) const;
   const std::string& token_bytes(int32_t id) const;
 
-  int vocab_size() const;  // ordinary tokens + special tokens (50257 for r50k_base)
+  int vocab_size() const;  // ordinary tokens + special tokens (kR50kTokens for r50k_base)
   int32_t end_of_text_id() const;  // 50256 for r50k_base
   const std::string& source() const;  // the file(s) it was loaded from, for error messages
 

@@ -47,6 +47,22 @@ std::unique_ptr<Communicator> connect(Device device) {
 #endif
 }
 
+int64_t Communicator::rows_to_receive(const Tensor& send, Device device, std::span<const int64_t> send_rows,
+                                      std::span<const int64_t> recv_rows) const {
+  HYLO_CHECK(send.device() == device && send.dim() == 2 && send.is_contiguous(),
+             "expert parallel: the exchange takes contiguous 2-D {} tensors, got {} on {}", device_name(device),
+             shape_str(send.shape()), device_name(send.device()));
+  HYLO_CHECK(send_rows.size() == size_t(size_) && recv_rows.size() == size_t(size_),
+             "expert parallel: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(), size_);
+  int64_t sent = 0, received = 0;
+  for (size_t q = 0; q < size_t(size_); ++q) {
+    sent += send_rows[q];
+    received += recv_rows[q];
+  }
+  HYLO_CHECK(sent == send.size(0), "expert parallel: {} rows to send, the tensor has {}", sent, send.size(0));
+  return received;
+}
+
 void abort_job(int exit_code) {
   int initialized = 0, finalized = 0, size = 1;
   MPI_Initialized(&initialized);

@@ -51,6 +51,11 @@ class Communicator {
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 
  protected:
+  // Checks an exchange's row counts against `send` (2-D, contiguous, on `device`) and the ranks;
+  // returns the number of rows this rank receives.
+  int64_t rows_to_receive(const Tensor& send, Device device, std::span<const int64_t> send_rows,
+                          std::span<const int64_t> recv_rows) const;
+
   int rank_ = 0, size_ = 1;
 };
 

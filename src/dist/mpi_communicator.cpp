@@ -130,11 +130,7 @@ std::vector<uint64_t> MpiCommunicator::all_gather(std::span<const uint64_t> valu
 // MPI counts are ints: rows become bytes, which must fit.
 Tensor MpiCommunicator::all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
                                    std::span<const int64_t> recv_rows) {
-  HYLO_CHECK(send.device() == Device::cpu && send.dim() == 2 && send.is_contiguous(),
-             "expert parallel: MPI exchanges contiguous 2-D CPU tensors, got {} on {}", shape_str(send.shape()),
-             device_name(send.device()));
-  HYLO_CHECK(send_rows.size() == size_t(size_) && recv_rows.size() == size_t(size_),
-             "expert parallel: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(), size_);
+  const int64_t rows = rows_to_receive(send, Device::cpu, send_rows, recv_rows);
   const int64_t row_bytes = send.size(1) * int64_t(dtype_size(send.dtype()));
   const size_t n = size_t(size_);
   std::vector<int> send_bytes(n), send_at(n), recv_bytes(n), recv_at(n);
@@ -149,8 +145,7 @@ Tensor MpiCommunicator::all_to_all(const Tensor& send, std::span<const int64_t> 
     sent += send_rows[q];
     received += recv_rows[q];
   }
-  HYLO_CHECK(sent == send.size(0), "expert parallel: {} rows to send, the tensor has {}", sent, send.size(0));
-  Tensor recv = Tensor::empty({received, send.size(1)}, send.dtype(), Device::cpu, "expert exchange");
+  Tensor recv = Tensor::empty({rows, send.size(1)}, send.dtype(), Device::cpu, "expert exchange");
   check_mpi(MPI_Alltoallv(send.raw(), send_bytes.data(), send_at.data(), MPI_BYTE, recv.raw(), recv_bytes.data(),
                           recv_at.data(), MPI_BYTE, comm_),
             "MPI_Alltoallv");

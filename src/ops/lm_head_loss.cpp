@@ -3,8 +3,9 @@
 // The (N, V) logits are the largest activation of a language model (16 x 2048 tokens x 50304 in
 // bf16 is 3.3 GB). Here each chunk of rows is projected, turned into its loss (cross-entropy plus
 // the optional z-loss) and its softmax gradient in place, and pushed through the two backward
-// products at once, so only one chunk of logits ever exists. The gradients for h and w are kept for backward, computed for d(loss) = 1
-// and rescaled there when the incoming gradient differs (its value is read back to the host).
+// products at once, so only one chunk of logits ever exists. The gradients for h and w are kept
+// for backward, computed for d(loss) = 1 and rescaled there when the incoming gradient differs
+// (its value is read back to the host).
 // Without gradients (evaluation) only the forward product runs.
 #include <algorithm>
 

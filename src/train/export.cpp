@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "data/tokenizer.h"
 #include "train/buffers.h"
 #include "train/config.h"
 #include "train/json_text.h"
@@ -42,7 +43,7 @@ constexpr const char* kConventions = R"json({
 std::vector<int32_t> probe_ids(int count, int vocab) {
   Rng rng{0x9e3779b97f4a7c15ull, 0, 0};
   std::vector<int32_t> ids(static_cast<size_t>(count));
-  for (auto& id : ids) id = int32_t(rng.below(uint64_t(std::min(vocab, 50257))));
+  for (auto& id : ids) id = int32_t(rng.below(uint64_t(std::min(vocab, data::kR50kTokens))));
   return ids;
 }
 

@@ -21,7 +21,6 @@ Watchdog::~Watchdog() {
 
 void Watchdog::beat(std::string doing) {
   std::lock_guard lock(mutex_);
-  armed_ = true;
   last_beat_ = std::chrono::steady_clock::now();
   doing_ = std::move(doing);
 }
@@ -30,7 +29,7 @@ void Watchdog::watch() {
   std::unique_lock lock(mutex_);
   while (!stop_) {
     wake_.wait_for(lock, std::chrono::milliseconds(250));
-    if (stop_ || !armed_ || std::chrono::steady_clock::now() - last_beat_ < timeout_) continue;
+    if (stop_ || std::chrono::steady_clock::now() - last_beat_ < timeout_) continue;
     // The main thread may sit inside MPI or CUDA for ever: say why and leave from here. _Exit runs
     // no destructors and no atexit handlers, which could wait on the very collective that hangs.
     const std::string line = fmt::format(

@@ -14,7 +14,7 @@ namespace hylo {
 
 class Watchdog {
  public:
-  Watchdog(double timeout_s, int rank);  // starts watching; from the first beat()
+  Watchdog(double timeout_s, int rank);  // starts watching: construct it where the work begins
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -28,9 +28,9 @@ class Watchdog {
   const int rank_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool stop_ = false, armed_ = false;
-  std::chrono::steady_clock::time_point last_beat_;
-  std::string doing_;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point last_beat_ = std::chrono::steady_clock::now();
+  std::string doing_ = "the start";
   std::thread thread_;  // last: it starts once the members above exist
 };
 

@@ -39,6 +39,9 @@ void share_updated_params(ParamList& params, const std::vector<int>& owner, cons
 OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
                                         const OwnerGroups& groups) {
   OptimizerState state;
+  // Only the expert group that holds rank 0 gathers its experts: the others' would be dropped.
+  int64_t holds_rank0 = groups.all.rank() == 0;
+  if (groups.expert_group) groups.expert_group->sum(std::span<int64_t>(&holds_rank0, 1));
   for (size_t i = 0; i < params.size(); ++i) {
     // Owners send their tensors; the others receive into scratch of the parameter's shape.
     std::vector<Tensor> tensors;
@@ -50,7 +53,7 @@ OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& param
         tensors.push_back(Tensor::empty(value.shape(), DType::f32, value.device(), "zero gather"));
     }
     if (!owner.empty()) groups.of(params[i]).broadcast(tensors, owner[i]);
-    if (params[i].expert_shard)  // every rank now holds its rows: the group gathers them
+    if (params[i].expert_shard && holds_rank0)  // every rank now holds its rows: the group gathers them
       for (Tensor& t : tensors) t = gather_expert_rows(t, *groups.expert_group);
     if (groups.all.rank() != 0) continue;
     state.masters.push_back(tensors[0].to(Device::cpu));

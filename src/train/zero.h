@@ -33,8 +33,8 @@ void share_updated_params(ParamList& params, const std::vector<int>& owner, cons
 
 // Every parameter's fp32 master and moments as CPU tensors on rank 0 (other ranks get empty
 // vectors): what a checkpoint saves. Under ZeRO-1 each comes from its owner; without (owner
-// empty) rank 0 holds them all. Expert shards come whole: every expert group gathers its ranks'
-// rows (train/expert_parallel.h), so every rank must call this.
+// empty) rank 0 holds them all. Expert shards come whole: rank 0's expert group gathers its ranks'
+// rows (train/expert_parallel.h). Every rank must call this.
 struct OptimizerState {
   std::vector<Tensor> masters, m, v;
 };

@@ -195,7 +195,10 @@ TEST_SUITE("launch") {
     succeeds(mpirun4 + ws.train("ep_zero", plain + "--set train.zero1=true --set train.checkpoint_every=6 --stop-at 6"));
     succeeds(mpirun4 + ws.train("ep_zero", plain + "--set train.zero1=true --resume auto"));
     CHECK(ws.loss_rows("ep_zero") == ws.loss_rows("ep_plain"));
-    // Its checkpoint holds every expert and its moments: it resumes without ZeRO-1 or expert parallelism.
+    // Its checkpoint holds every expert and its moments: it resumes with 4 experts over 4 ranks, and
+    // without ZeRO-1 or expert parallelism.
+    const std::string step6 = (ws.dir / "ep_zero/checkpoints/step_6.h5").string();
+    succeeds(mpirun4 + ws.train("ep4", plain + "--set train.expert_parallel=4 --resume " + step6));
     fs::create_directories(ws.dir / "single");
     fs::copy(ws.dir / "ep_zero/checkpoints", ws.dir / "single/checkpoints", fs::copy_options::recursive);
     succeeds(ws.train("single", kMoe + "--set train.grad_clip=0 --resume " +

@@ -1,5 +1,5 @@
-// Data-parallel sums and expert-parallel exchanges of device tensors over NCCL; MPI gives the ranks, broadcasts NCCL's id and
-// carries the host values (MpiCommunicator).
+// Data-parallel sums and expert-parallel exchanges of device tensors over NCCL; MPI gives the
+// ranks, broadcasts NCCL's id and carries the host values (MpiCommunicator).
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -72,18 +72,8 @@ class NcclCommunicator final : public MpiCommunicator {
   // One send and one receive per rank, as one group, in bytes.
   Tensor all_to_all(const Tensor& send, std::span<const int64_t> send_rows,
                     std::span<const int64_t> recv_rows) override {
-    HYLO_CHECK(send.device() == Device::cuda && send.dim() == 2 && send.is_contiguous(),
-               "expert parallel: NCCL exchanges contiguous 2-D CUDA tensors, got {} on {}", shape_str(send.shape()),
-               device_name(send.device()));
-    HYLO_CHECK(send_rows.size() == size_t(size_) && recv_rows.size() == size_t(size_),
-               "expert parallel: {} / {} row counts for {} ranks", send_rows.size(), recv_rows.size(), size_);
-    int64_t sent = 0, received = 0;
-    for (size_t q = 0; q < size_t(size_); ++q) {
-      sent += send_rows[q];
-      received += recv_rows[q];
-    }
-    HYLO_CHECK(sent == send.size(0), "expert parallel: {} rows to send, the tensor has {}", sent, send.size(0));
-    Tensor recv = Tensor::empty({received, send.size(1)}, send.dtype(), Device::cuda, "expert exchange");
+    const int64_t rows = rows_to_receive(send, Device::cuda, send_rows, recv_rows);
+    Tensor recv = Tensor::empty({rows, send.size(1)}, send.dtype(), Device::cuda, "expert exchange");
     const size_t row_bytes = size_t(send.size(1)) * dtype_size(send.dtype());
     const auto* from = static_cast<const char*>(send.raw());
     auto* to = static_cast<char*>(recv.raw());
