@@ -5,7 +5,8 @@
 #   curve   50 steps of the tiny hybrid (hd 64) on the real corpus on cuda, for comparison with
 #           the CPU curve recorded under experiments/results/
 #   dp      the curve's run under `mpirun -np 1`, without and with ZeRO-1: the data-parallel path
-#           (MPI, NCCL, gradient buckets or reduces to owners, replica hash, rank 0's checkpoint)
+#           (MPI, NCCL, gradient buckets: all-reduces, or under ZeRO-1 reduce-scatters and all-gathers;
+#           replica hash, rank 0's checkpoint)
 #           on one GPU; the losses of both must equal curve's (run curve first)
 #   nccl    the GPU test of expert parallelism's exchange, split and gather through NCCL, under
 #           `mpirun -np 1` (NCCL refuses two ranks on one GPU; the GPU tests skip it otherwise)

@@ -20,18 +20,21 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  static constexpr int kEveryRank = -1;
   // Starts an in-place sum over ranks of `tensors` (contiguous, on the job's device: f32 on CPU,
-  // bf16 or f32 on CUDA) as one message; wait() finishes every sum started. For root kEveryRank
-  // every rank receives the sum; otherwise only rank `root` does (a reduce: ZeRO-1's owners) and
-  // the others' tensors stay as they were. On CUDA the sums run on the communicator's own stream
-  // after the work already queued on the compute stream.
-  virtual void start_sum(std::vector<Tensor> tensors, int root) = 0;
-  // After it the sums are in place (on CUDA: ordered before the compute stream's next work).
+  // bf16 or f32 on CUDA) as one message; wait() finishes every sum started. On CUDA the sums run
+  // on the communicator's own stream after the work already queued on the compute stream.
+  virtual void start_sum(std::vector<Tensor> tensors) = 0;
+  // Starts a sum over ranks of `flat` (1-D, contiguous, numel a multiple of size(), dtypes as
+  // start_sum's) of which this rank receives part rank(), elements [rank() n, (rank() + 1) n) for
+  // n = part.numel(), into `part` (same dtype): a reduce-scatter, ZeRO-1's gradient sum. wait()
+  // finishes it.
+  virtual void start_reduce_scatter(Tensor flat, Tensor part) = 0;
+  // After it the started sums are in place (on CUDA: ordered before the compute stream's next work).
   virtual void wait() = 0;
-  // Rank root's `tensors` copied into every other rank's (same shapes and dtypes everywhere), as
-  // one message; done on return (on CUDA: ordered as wait() orders the sums).
-  virtual void broadcast(std::vector<Tensor> tensors, int root) = 0;
+  // Every rank's part q of `flat` (laid out as in start_reduce_scatter, each rank's own part
+  // filled in) copied into every other rank's, in place: an all-gather. Done on return (on CUDA:
+  // ordered as wait() orders the sums).
+  virtual void all_gather(Tensor flat) = 0;
   // Host values summed over ranks, in place.
   virtual void sum(std::span<double> values) = 0;
   virtual void sum(std::span<int64_t> values) = 0;
@@ -55,6 +58,9 @@ class Communicator {
   // returns the number of rows this rank receives.
   int64_t rows_to_receive(const Tensor& send, Device device, std::span<const int64_t> send_rows,
                           std::span<const int64_t> recv_rows) const;
+  // Checks a reduce-scatter's or all-gather's flat tensor (and the part, if given) against the ranks
+  // and `device`; returns the elements of one part.
+  int64_t part_size(const Tensor& flat, const Tensor* part, Device device) const;
 
   int rank_ = 0, size_ = 1;
 };

@@ -72,23 +72,46 @@ void unpack(const std::vector<float>& buffer, const std::vector<Tensor>& tensors
 
 }  // namespace
 
-void MpiCommunicator::start_sum(std::vector<Tensor> tensors, int root) {
+void MpiCommunicator::start_sum(std::vector<Tensor> tensors) {
   auto p = std::make_unique<Pending>();
   p->buffer = pack(tensors);
   p->tensors = std::move(tensors);
-  const int count = int(p->buffer.size());
-  if (root == kEveryRank) {
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), count, MPI_FLOAT, MPI_SUM, comm_, &p->request),
-              "MPI_Iallreduce");
-  } else {
-    p->receives = rank_ == root;
-    check_mpi(MPI_Ireduce(p->receives ? MPI_IN_PLACE : p->buffer.data(), p->buffer.data(), count, MPI_FLOAT, MPI_SUM,
-                          root, comm_, &p->request),
-              "MPI_Ireduce");
-  }
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p->buffer.data(), int(p->buffer.size()), MPI_FLOAT, MPI_SUM, comm_,
+                           &p->request),
+            "MPI_Iallreduce");
   pending_.push_back(std::move(p));
-  // MPI moves non-blocking collectives along only inside MPI calls (no progress thread): give the
-  // earlier buckets a turn while backward still runs.
+  progress();
+}
+
+namespace {
+
+// MPI counts are ints.
+int part_count(int64_t n) {
+  HYLO_CHECK(n <= INT32_MAX, "ZeRO-1: {} floats per rank are too many for one MPI message", n);
+  return int(n);
+}
+
+void check_f32(const Tensor& flat) {
+  HYLO_CHECK(flat.dtype() == DType::f32, "ZeRO-1: MPI moves f32 CPU tensors, got {}", dtype_name(flat.dtype()));
+}
+
+}  // namespace
+
+void MpiCommunicator::start_reduce_scatter(Tensor flat, Tensor part) {
+  const int n = part_count(part_size(flat, &part, Device::cpu));
+  check_f32(flat);
+  auto p = std::make_unique<Pending>();
+  check_mpi(MPI_Ireduce_scatter_block(flat.data<float>(), part.data<float>(), n, MPI_FLOAT, MPI_SUM, comm_,
+                                      &p->request),
+            "MPI_Ireduce_scatter_block");
+  p->tensors = {std::move(flat), std::move(part)};  // kept alive, not unpacked
+  pending_.push_back(std::move(p));
+  progress();
+}
+
+// MPI moves non-blocking collectives along only inside MPI calls (no progress thread): give the
+// earlier buckets a turn while backward still runs.
+void MpiCommunicator::progress() {
   for (auto& q : pending_) {
     int done = 0;
     if (q->request != MPI_REQUEST_NULL) check_mpi(MPI_Test(&q->request, &done, MPI_STATUS_IGNORE), "MPI_Test");
@@ -98,15 +121,16 @@ void MpiCommunicator::start_sum(std::vector<Tensor> tensors, int root) {
 void MpiCommunicator::wait() {
   for (auto& p : pending_) {
     check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");  // at once if MPI_Test finished it
-    if (p->receives) unpack(p->buffer, p->tensors);
+    if (!p->buffer.empty()) unpack(p->buffer, p->tensors);
   }
   pending_.clear();
 }
 
-void MpiCommunicator::broadcast(std::vector<Tensor> tensors, int root) {
-  std::vector<float> buffer = pack(tensors);
-  check_mpi(MPI_Bcast(buffer.data(), int(buffer.size()), MPI_FLOAT, root, comm_), "MPI_Bcast");
-  if (rank_ != root) unpack(buffer, tensors);
+void MpiCommunicator::all_gather(Tensor flat) {
+  const int n = part_count(part_size(flat, nullptr, Device::cpu));
+  check_f32(flat);
+  check_mpi(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.data<float>(), n, MPI_FLOAT, comm_),
+            "MPI_Allgather");
 }
 
 void MpiCommunicator::sum(std::span<double> values) {

@@ -20,9 +20,10 @@ class MpiCommunicator : public Communicator {
   explicit MpiCommunicator(MPI_Comm comm);  // takes `comm` over (a split)
   ~MpiCommunicator() override;
 
-  void start_sum(std::vector<Tensor> tensors, int root) override;
+  void start_sum(std::vector<Tensor> tensors) override;
+  void start_reduce_scatter(Tensor flat, Tensor part) override;
   void wait() override;
-  void broadcast(std::vector<Tensor> tensors, int root) override;
+  void all_gather(Tensor flat) override;
   void sum(std::span<double> values) override;
   void sum(std::span<int64_t> values) override;
   std::vector<uint64_t> all_gather(std::span<const uint64_t> values) override;
@@ -38,13 +39,14 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: its own message space
 
  private:
-  // One started sum: its tensors packed into `buffer` while the reduction runs.
+  // One started sum: its tensors packed into `buffer` while the reduction runs (a reduce-scatter
+  // reads and writes its tensors directly, and unpacks nothing).
   struct Pending {
     std::vector<Tensor> tensors;
     std::vector<float> buffer;
-    bool receives = true;  // this rank gets the sum
     MPI_Request request = MPI_REQUEST_NULL;
   };
+  void progress();  // gives the started collectives a turn
   std::vector<std::unique_ptr<Pending>> pending_;
 };
 

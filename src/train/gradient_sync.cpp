@@ -1,28 +1,38 @@
 #include "train/gradient_sync.h"
 
 #include "core/error.h"
+#include "train/zero.h"
 
 namespace hylo {
 
-GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner, size_t bucket_bytes,
-                           dist::Communicator* expert_replicas)
-    : params_(params),
-      comm_(comm),
-      expert_replicas_(expert_replicas),
-      owner_(std::move(owner)),
-      bucket_of_(params.size()),
-      ready_(params.size()) {
+std::vector<std::vector<size_t>> gradient_buckets(const ParamList& params, size_t bucket_bytes) {
+  std::vector<std::vector<size_t>> buckets;
   size_t bytes = bucket_bytes;  // of the bucket being filled; a full one starts the next
   for (size_t i = params.size(); i-- > 0;) {
     const size_t param_bytes = size_t(params[i].var.value().numel()) * sizeof(float);
     if (bytes + param_bytes > bucket_bytes && bytes > 0) {
-      buckets_.emplace_back();
+      buckets.emplace_back();
       bytes = 0;
     }
-    buckets_.back().push_back(i);
-    bucket_of_[i] = buckets_.size() - 1;
+    buckets.back().push_back(i);
     bytes += param_bytes;
   }
+  return buckets;
+}
+
+GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
+                           dist::Communicator* expert_replicas, const ZeroLayout* zero)
+    : params_(params),
+      comm_(comm),
+      expert_replicas_(expert_replicas),
+      buckets_(std::move(buckets)),
+      zero_(zero),
+      bucket_of_(params.size()),
+      ready_(params.size()) {
+  HYLO_CHECK(!zero || zero->buckets() == buckets_.size(), "data parallel: a ZeRO-1 layout of {} buckets for {}",
+             zero ? zero->buckets() : 0, buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (size_t i : buckets_[b]) bucket_of_[i] = b;
   waiting_.resize(buckets_.size());
   for (size_t i = 0; i < params.size(); ++i)
     params[i].var.set_grad_ready_hook([this, i](Var&) { on_ready(i); });
@@ -49,31 +59,36 @@ void GradientSync::on_ready(size_t param) {
 
 void GradientSync::start_ready_buckets() {
   for (; next_bucket_ < buckets_.size() && waiting_[next_bucket_] == 0; ++next_bucket_) {
-    // The replicated parameters' messages over every rank, then the expert shards' over the ranks
+    if (zero_) {
+      start_flats(next_bucket_);
+      continue;
+    }
+    // The replicated parameters' message over every rank, then the expert shards' over the ranks
     // that hold the same experts (a group of one has nothing to sum).
     for (const bool experts : {false, true}) {
-      std::vector<size_t> members;
+      std::vector<Tensor> grads;
       for (size_t i : buckets_[next_bucket_])
-        if (params_[i].expert_shard == experts) members.push_back(i);
-      if (members.empty()) continue;
+        if (params_[i].expert_shard == experts) grads.push_back(params_[i].var.grad());
+      if (grads.empty()) continue;
       HYLO_CHECK(!experts || expert_replicas_, "data parallel: expert shards without their replicas' communicator");
       dist::Communicator& comm = experts ? *expert_replicas_ : comm_;
-      if (experts && comm.size() == 1) continue;
-      auto grads_of = [&](int root) {  // root: an owner, or kEveryRank for all
-        std::vector<Tensor> grads;
-        for (size_t i : members)
-          if (root == dist::Communicator::kEveryRank || owner_[i] == root) grads.push_back(params_[i].var.grad());
-        return grads;
-      };
-      if (owner_.empty()) {
-        comm.start_sum(grads_of(dist::Communicator::kEveryRank), dist::Communicator::kEveryRank);
-        continue;
-      }
-      // ZeRO-1: one message per owner (an index into `comm`), owners in rank order: every rank
-      // starts them in the same order.
-      for (int root = 0; root < comm.size(); ++root)
-        if (std::vector<Tensor> grads = grads_of(root); !grads.empty()) comm.start_sum(std::move(grads), root);
+      if (!experts || comm.size() > 1) comm.start_sum(std::move(grads));
     }
+  }
+}
+
+// ZeRO-1: each flat vector of the bucket (replicated first), reduce-scattered over its class's ranks.
+void GradientSync::start_flats(size_t bucket) {
+  const std::vector<ZeroLayout::Flat>& flats = zero_->flats(bucket);
+  for (size_t k = 0; k < flats.size(); ++k) {
+    const ZeroLayout::Flat& f = flats[k];
+    dist::Communicator& comm = zero_->comm(f);
+    if (f.experts && comm.size() == 1) continue;  // each rank owns all of it: the gradients are the sums
+    const Tensor& grad = params_[f.params[0]].var.grad();
+    Tensor flat = zero_->pack(f, [&](size_t i) { return params_[i].var.grad(); }, grad.dtype(), grad.device());
+    Tensor part = Tensor::empty({zero_->part_size(f)}, grad.dtype(), grad.device(), "zero part");
+    comm.start_reduce_scatter(std::move(flat), part);
+    parts_.push_back({bucket, k, std::move(part)});
   }
 }
 
@@ -92,6 +107,11 @@ void GradientSync::finish() {
   start_ready_buckets();
   comm_.wait();
   if (expert_replicas_) expert_replicas_->wait();
+  for (const Part& p : parts_)
+    zero_->unpack_part(zero_->flats(p.bucket)[p.flat], p.sum, [&](size_t i) {
+      return element_range(params_[i].var.grad(), zero_->owned()[i]);
+    });
+  parts_.clear();
   armed_ = false;
 }
 

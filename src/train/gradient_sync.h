@@ -11,34 +11,46 @@
 
 namespace hylo {
 
+class ZeroLayout;
+
+// Parameter indices in buckets of about `bucket_bytes` of fp32 gradient each, in reverse
+// registration order (the order backward finishes them).
+std::vector<std::vector<size_t>> gradient_buckets(const ParamList& params, size_t bucket_bytes = size_t(25) << 20);
+
 class GradientSync {
  public:
-  // Buckets hold about `bucket_bytes` of fp32 gradient each, parameters in reverse registration
-  // order (the order backward finishes them). `owner`: under ZeRO-1 each parameter's sum goes to
-  // its owner rank only (empty: every rank receives every sum). `expert_replicas`: under expert
-  // parallelism the expert shards' sums run over the ranks that hold the same experts instead (a
-  // group of one sums nothing), their owners numbered in that group (train/zero.h). Installs the grad-ready hooks: the object must outlive every
-  // backward of `params`, and not move.
-  GradientSync(ParamList& params, dist::Communicator& comm, std::vector<int> owner = {},
-               size_t bucket_bytes = size_t(25) << 20, dist::Communicator* expert_replicas = nullptr);
+  // Sums `buckets` (gradient_buckets) over `comm`. `expert_replicas`: under expert parallelism the
+  // expert shards' sums run over the ranks that hold the same experts instead (a group of one sums
+  // nothing). `zero`: under ZeRO-1 each bucket's flat vectors are reduce-scattered, and each rank
+  // receives the sum of the elements it owns only (train/zero.h; the same buckets). Installs the
+  // grad-ready hooks: the object must outlive every backward of `params`, and not move.
+  GradientSync(ParamList& params, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
+               dist::Communicator* expert_replicas = nullptr, const ZeroLayout* zero = nullptr);
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
   // Call before the step's last backward: from then on final gradients join their buckets.
   void arm();
   // Call after that backward: starts what is left (a parameter with no gradient sums zeros, as the
-  // other ranks may have one), waits, and disarms. Buckets start in one order on every rank.
+  // other ranks may have one), waits, and disarms. Buckets start in one order on every rank. Under
+  // ZeRO-1 only the owned elements of each gradient hold sums afterwards.
   void finish();
 
  private:
   void on_ready(size_t param);
   void start_ready_buckets();
+  void start_flats(size_t bucket);
 
   ParamList& params_;
   dist::Communicator& comm_;
   dist::Communicator* expert_replicas_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
-  std::vector<int> owner_;                    // per parameter, or empty
+  const ZeroLayout* zero_;
+  struct Part {  // ZeRO-1: what this rank receives of flat vector `flat` of bucket `bucket`
+    size_t bucket, flat;
+    Tensor sum;
+  };
+  std::vector<Part> parts_;  // this step's
   std::vector<size_t> bucket_of_;             // per parameter
   std::vector<size_t> waiting_;               // per bucket: gradients not yet final
   std::vector<bool> ready_;                   // per parameter, this step

@@ -14,21 +14,25 @@
 
 namespace hylo {
 
-AdamW::AdamW(ParamList& params, AdamWOptions options, Device device, std::vector<bool> owned)
+AdamW::AdamW(ParamList& params, AdamWOptions options, Device device, std::vector<ElementRange> owned)
     : params_(params), options_(options), device_(device), owned_(std::move(owned)) {
-  if (owned_.empty()) owned_.assign(params_.size(), true);
-  HYLO_CHECK(owned_.size() == params_.size(), "optimizer: ownership of {} parameters for {}", owned_.size(),
+  if (owned_.empty())
+    for (const Parameter& p : params_) owned_.push_back({0, p.var.value().numel()});
+  HYLO_CHECK(owned_.size() == params_.size(), "optimizer: owned ranges of {} parameters for {}", owned_.size(),
              params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& value = params_[i].var.value();
     HYLO_CHECK(value.dtype() == DType::f32 && value.device() == Device::cpu,
                "optimizer: parameter {} must start as an fp32 CPU tensor", params_[i].name);
-    const bool own = owned_[i];
-    master_.push_back(device == Device::cpu ? value : own ? value.to(device) : Tensor());
-    m_.push_back(own ? Tensor::zeros(value.shape(), DType::f32, device, "adam m") : Tensor());
-    v_.push_back(own ? Tensor::zeros(value.shape(), DType::f32, device, "adam v") : Tensor());
-    if (device != Device::cpu)
-      params_[i].var.mutable_value() = (own ? master_.back() : value.to(device)).to(DType::bf16);
+    const ElementRange r = owned_[i];
+    HYLO_CHECK(r.begin >= 0 && r.begin <= r.end && r.end <= value.numel(),
+               "optimizer: owned elements [{}, {}) of parameter {} outside its {}", r.begin, r.end, params_[i].name,
+               value.numel());
+    const bool own = r.size() > 0;
+    master_.push_back(!own ? Tensor() : device == Device::cpu ? element_range(value, r) : element_range(value, r).to(device));
+    m_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam m") : Tensor());
+    v_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam v") : Tensor());
+    if (device != Device::cpu) params_[i].var.mutable_value() = value.to(device).to(DType::bf16);
   }
 }
 
@@ -36,10 +40,23 @@ void AdamW::load_masters(const std::vector<Tensor>& values_cpu) {
   HYLO_CHECK(values_cpu.size() == master_.size(), "optimizer: {} master tensors for {} parameters", values_cpu.size(),
              master_.size());
   for (size_t i = 0; i < master_.size(); ++i) {
-    if (master_[i].defined()) master_[i].copy_from(values_cpu[i].to(device_));
-    // The compute copy (CUDA): from the master where this rank keeps one, else from the value.
-    if (device_ != Device::cpu)
-      params_[i].var.mutable_value() = (master_[i].defined() ? master_[i] : values_cpu[i].to(device_)).to(DType::bf16);
+    Tensor& value = params_[i].var.mutable_value();
+    if (device_ == Device::cpu) {  // the masters are views of the parameters
+      value.copy_from(values_cpu[i]);
+      continue;
+    }
+    if (master_[i].defined()) master_[i].copy_from(element_range(values_cpu[i], owned_[i]).to(device_));
+    value = values_cpu[i].to(device_).to(DType::bf16);
+  }
+}
+
+void AdamW::load_moments(const std::vector<Tensor>& m_cpu, const std::vector<Tensor>& v_cpu) {
+  HYLO_CHECK(m_cpu.size() == m_.size() && v_cpu.size() == v_.size(), "optimizer: {} / {} moment tensors for {} parameters",
+             m_cpu.size(), v_cpu.size(), m_.size());
+  for (size_t i = 0; i < m_.size(); ++i) {
+    if (!m_[i].defined()) continue;
+    m_[i].copy_from(element_range(m_cpu[i], owned_[i]).to(device_));
+    v_[i].copy_from(element_range(v_cpu[i], owned_[i]).to(device_));
   }
 }
 
@@ -48,9 +65,9 @@ double AdamW::grad_norm(std::optional<bool> only) const {
   std::vector<int64_t> sizes;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Var& v = params_[i].var;
-    if (!owned_[i] || !v.has_grad() || (only && params_[i].expert_shard != *only)) continue;
-    buffers.push_back(v.grad().raw());
-    sizes.push_back(v.grad().numel());
+    if (owned_[i].size() == 0 || !v.has_grad() || (only && params_[i].expert_shard != *only)) continue;
+    buffers.push_back(element_range(v.grad(), owned_[i]).raw());  // into the gradient's own storage
+    sizes.push_back(owned_[i].size());
   }
   if (buffers.empty()) return 0.0;  // a ZeRO-1 rank that owns nothing
   if (device_ == Device::cpu)
@@ -70,11 +87,12 @@ void AdamW::step(double lr, double grad_scale) {
   ++step_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Parameter& p = params_[i];
-    if (!owned_[i] || !p.var.has_grad()) continue;
+    const ElementRange r = owned_[i];
+    if (r.size() == 0 || !p.var.has_grad()) continue;
     const float decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
-    const Tensor& g = p.var.grad();
+    const Tensor g = element_range(p.var.grad(), r);
     if (device_ == Device::cpu) {
-      cpu::adamw_step<float>(g.numel(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+      cpu::adamw_step<float>(r.size(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                              g.data<float>(), float(lr), float(options_.beta1), float(options_.beta2),
                              float(options_.eps), decay, step_, float(grad_scale));
       continue;
@@ -91,8 +109,8 @@ void AdamW::step(double lr, double grad_scale) {
     hp.grad_scale = float(grad_scale);
     hp.param_index = uint32_t(i);
     // The kernel writes the bf16 compute copy that the next forward reads, in the same pass.
-    cuda::adamw(g.numel(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<bf16>(),
-                p.var.mutable_value().data<bf16>(), hp, cuda::stream());
+    cuda::adamw(r.size(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<bf16>(),
+                element_range(p.var.mutable_value(), r).data<bf16>(), hp, cuda::stream());
 #endif
   }
 }

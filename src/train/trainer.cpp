@@ -79,7 +79,7 @@ class Trainer {
   void report_memory();
   void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
   bool leader() const { return comm_->rank() == 0; }
-  OwnerGroups owner_groups() const { return {*comm_, expert_replicas_.get(), ep_group_.get()}; }
+  ParallelGroups parallel_groups() const { return {*comm_, expert_replicas_.get(), ep_group_.get()}; }
 
   Config config_;
   Device device_;
@@ -93,8 +93,8 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
+  std::unique_ptr<ZeroLayout> zero_;  // ZeRO-1's sharding of the optimizer state; null without
   std::unique_ptr<GradientSync> gradient_sync_;
-  std::vector<int> owner_;  // ZeRO-1: each parameter's owner rank; empty without ZeRO-1
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
@@ -141,14 +141,12 @@ Trainer::Trainer(const TrainOptions& options) {
   model_->set_recompute(t.recompute);
   if (ep_group_) model_->shard_experts(*ep_group_);
   ParamList& params = model_->parameters();
-  std::vector<bool> owned;  // empty: this rank updates every parameter
-  if (t.zero1) {
-    owner_ = assign_owners(params, world, expert_replicas_ ? expert_replicas_->size() : 1);
-    for (size_t i = 0; i < params.size(); ++i)
-      owned.push_back(owner_[i] == owner_groups().of(params[i]).rank());
-  }
-  optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_, owned);
-  gradient_sync_ = std::make_unique<GradientSync>(params, *comm_, owner_, size_t(25) << 20, expert_replicas_.get());
+  std::vector<std::vector<size_t>> buckets = gradient_buckets(params);
+  if (t.zero1) zero_ = std::make_unique<ZeroLayout>(params, buckets, parallel_groups());
+  optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_,
+                                       zero_ ? zero_->owned() : std::vector<ElementRange>{});
+  gradient_sync_ =
+      std::make_unique<GradientSync>(params, *comm_, std::move(buckets), expert_replicas_.get(), zero_.get());
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
   std::string resume_from = options.resume;
@@ -175,11 +173,12 @@ std::string Trainer::restore(const std::string& path) {
   optimizer_->load_masters(checkpoint_masters(s, params, path));
   check_moments(s.optim_m, params, path, "/optim/m");
   check_moments(s.optim_v, params, path, "/optim/v");
+  std::vector<Tensor> m, v;
   for (size_t i = 0; i < s.optim_m.size(); ++i) {
-    if (!optimizer_->owns(i)) continue;
-    optimizer_->moments_m()[i].copy_from(s.optim_m[i].value.to(device_));
-    optimizer_->moments_v()[i].copy_from(s.optim_v[i].value.to(device_));
+    m.push_back(s.optim_m[i].value);
+    v.push_back(s.optim_v[i].value);
   }
+  optimizer_->load_moments(m, v);
   optimizer_->set_steps_taken(s.step);
   // Every rank saved its own data cursor, rank-major. The same ranks continue their streams
   // exactly; another world size starts the new ranks' streams at the batch the step reached
@@ -218,7 +217,7 @@ void Trainer::save(int64_t step) {
   check_replicas_agree(step);
   std::vector<uint64_t> cursors = comm_->all_gather(loader_->cursor());  // rank-major
   const ParamList& params = model_->parameters();
-  OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, owner_, owner_groups());
+  OptimizerState state = optimizer_state_on_rank0(*optimizer_, params, zero_.get(), parallel_groups());
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
@@ -289,19 +288,19 @@ double Trainer::train_step() {
   return loss_sum / micro_batches;
 }
 
-// The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of the
-// parameters it owns, and every parameter (every expert shard) has one owner: their squares add
-// over all ranks. Under expert parallelism alone each rank holds its own experts': their squares
-// add over the expert group.
+// The L2 norm of the whole summed gradient. Under ZeRO-1 each rank holds the sums of the elements
+// it owns, and every element (of every expert shard) has one owner: their squares add over all
+// ranks. Under expert parallelism alone each rank holds its own experts': their squares add over
+// the expert group.
 double Trainer::grad_norm() const {
-  if (ep_group_ && owner_.empty()) {  // the expert shards' squares add over the expert group
+  if (ep_group_ && !zero_) {  // the expert shards' squares add over the expert group
     const double replicated = optimizer_->grad_norm(false), experts = optimizer_->grad_norm(true);
     double squared = experts * experts;
     ep_group_->sum(std::span<double>(&squared, 1));
     return std::sqrt(replicated * replicated + squared);
   }
   const double norm = optimizer_->grad_norm();
-  if (owner_.empty()) return norm;
+  if (!zero_) return norm;
   double squared = norm * norm;
   comm_->sum(std::span<double>(&squared, 1));
   return std::sqrt(squared);
@@ -336,7 +335,7 @@ int Trainer::run() {
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       optimizer_->step(lr, clip_scale(norm, t.grad_clip));
-      if (!owner_.empty()) share_updated_params(model_->parameters(), owner_, owner_groups());
+      if (zero_) share_updated_params(model_->parameters(), *zero_);
       sum_router_loads();
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {

@@ -1,65 +1,140 @@
 #include "train/zero.h"
 
 #include <algorithm>
-#include <numeric>
+#include <array>
 
+#include "core/error.h"
 #include "train/expert_parallel.h"
 
 namespace hylo {
 
-std::vector<int> assign_owners(const ParamList& params, int ranks, int expert_ranks) {
-  std::vector<size_t> order(params.size());
-  std::iota(order.begin(), order.end(), size_t(0));
-  auto size = [&](size_t i) { return params[i].var.value().numel(); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return size(a) > size(b); });
-  std::vector<int64_t> load(size_t(ranks), 0), expert_load(size_t(expert_ranks), 0);
-  std::vector<int> owner(params.size(), 0);
-  for (size_t i : order) {
-    std::vector<int64_t>& group = params[i].expert_shard ? expert_load : load;
-    const int r = int(std::min_element(group.begin(), group.end()) - group.begin());
-    owner[i] = r;
-    group[size_t(r)] += size(i);
-  }
-  return owner;
-}
+namespace {
 
-void share_updated_params(ParamList& params, const std::vector<int>& owner, const OwnerGroups& groups) {
-  for (const bool experts : {false, true}) {
-    if (experts && !groups.expert_replicas) break;
-    dist::Communicator& comm = experts ? *groups.expert_replicas : groups.all;
-    for (int root = 0; root < comm.size(); ++root) {
-      std::vector<Tensor> values;
-      for (size_t i = 0; i < params.size(); ++i)
-        if (params[i].expert_shard == experts && owner[i] == root) values.push_back(params[i].var.value());
-      if (!values.empty()) comm.broadcast(std::move(values), root);
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+ZeroLayout::ZeroLayout(const ParamList& params, const std::vector<std::vector<size_t>>& buckets,
+                       const ParallelGroups& groups)
+    : params_(params), groups_(groups), flats_(buckets.size()), owned_(params.size()) {
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (const bool experts : {false, true}) {
+      Flat f;
+      f.experts = experts;
+      for (size_t i : buckets[b]) {
+        if (params[i].expert_shard != experts) continue;
+        f.params.push_back(i);
+        f.offset.push_back(f.length);
+        f.length = round_up(f.length + params[i].var.value().numel(), kAlign);
+      }
+      if (f.params.empty()) continue;
+      HYLO_CHECK(!experts || groups.expert_replicas, "ZeRO-1: expert shards without their replicas' communicator");
+      f.length = round_up(f.length, groups.of(experts).size() * kAlign);
+      flats_[b].push_back(std::move(f));
     }
   }
+  // A parameter's owned elements: where this rank's part of its flat vector overlaps it.
+  for (const std::vector<Flat>& bucket : flats_)
+    for (const Flat& f : bucket) {
+      const int64_t begin = part_begin(f), end = begin + part_size(f);
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        const int64_t first = f.offset[k], last = first + params[f.params[k]].var.value().numel();
+        if (std::max(begin, first) < std::min(end, last))
+          owned_[f.params[k]] = {std::max(begin, first) - first, std::min(end, last) - first};
+      }
+    }
 }
 
-OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
-                                        const OwnerGroups& groups) {
+Tensor ZeroLayout::pack(const Flat& f, const std::function<Tensor(size_t)>& whole, DType dtype, Device device) const {
+  Tensor flat = Tensor::zeros({f.length}, dtype, device, "zero flat");
+  for (size_t k = 0; k < f.params.size(); ++k) {
+    const Tensor t = whole(f.params[k]);
+    flat.slice(0, f.offset[k], f.offset[k] + t.numel()).copy_from(t.view({-1}));
+  }
+  return flat;
+}
+
+void ZeroLayout::unpack_part(const Flat& f, const Tensor& part, const std::function<Tensor(size_t)>& owned_of) const {
+  for (size_t k = 0; k < f.params.size(); ++k) {
+    const ElementRange r = owned_[f.params[k]];
+    if (r.size() == 0) continue;
+    const int64_t at = f.offset[k] + r.begin - part_begin(f);
+    owned_of(f.params[k]).copy_from(part.slice(0, at, at + r.size()));
+  }
+}
+
+Tensor ZeroLayout::gather(const Flat& f, const std::function<Tensor(size_t)>& owned_of, DType dtype,
+                          Device device) const {
+  Tensor flat = Tensor::zeros({f.length}, dtype, device, "zero gather");
+  for (size_t k = 0; k < f.params.size(); ++k) {
+    const ElementRange r = owned_[f.params[k]];
+    if (r.size() == 0) continue;
+    const int64_t at = f.offset[k] + r.begin;
+    flat.slice(0, at, at + r.size()).copy_from(owned_of(f.params[k]));
+  }
+  comm(f).all_gather(flat);
+  return flat;
+}
+
+Tensor ZeroLayout::param_view(const Tensor& flat, const Flat& f, size_t k, const Shape& shape) {
+  return flat.slice(0, f.offset[k], f.offset[k] + shape_numel(shape)).view(shape);
+}
+
+void share_updated_params(ParamList& params, const ZeroLayout& zero) {
+  for (size_t b = 0; b < zero.buckets(); ++b)
+    for (const ZeroLayout::Flat& f : zero.flats(b)) {
+      const Tensor& first = params[f.params[0]].var.value();
+      const Tensor flat = zero.gather(
+          f, [&](size_t i) { return element_range(params[i].var.value(), zero.owned()[i]); }, first.dtype(),
+          first.device());
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        Tensor& value = params[f.params[k]].var.mutable_value();
+        value.copy_from(ZeroLayout::param_view(flat, f, k, value.shape()));
+      }
+    }
+}
+
+OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,
+                                        const ParallelGroups& groups) {
   OptimizerState state;
-  // Only the expert group that holds rank 0 gathers its experts: the others' would be dropped.
-  int64_t holds_rank0 = groups.all.rank() == 0;
-  if (groups.expert_group) groups.expert_group->sum(std::span<int64_t>(&holds_rank0, 1));
-  for (size_t i = 0; i < params.size(); ++i) {
-    // Owners send their tensors; the others receive into scratch of the parameter's shape.
-    std::vector<Tensor> tensors;
-    if (optimizer.owns(i)) {
-      tensors = {optimizer.masters()[i], optimizer.moments_m()[i], optimizer.moments_v()[i]};
-    } else {
-      const Tensor& value = params[i].var.value();
-      for (int k = 0; k < 3; ++k)
-        tensors.push_back(Tensor::empty(value.shape(), DType::f32, value.device(), "zero gather"));
-    }
-    if (!owner.empty()) groups.of(params[i]).broadcast(tensors, owner[i]);
-    if (params[i].expert_shard && holds_rank0)  // every rank now holds its rows: the group gathers them
-      for (Tensor& t : tensors) t = gather_expert_rows(t, *groups.expert_group);
-    if (groups.all.rank() != 0) continue;
-    state.masters.push_back(tensors[0].to(Device::cpu));
-    state.m.push_back(tensors[1].to(Device::cpu));
-    state.v.push_back(tensors[2].to(Device::cpu));
+  const bool leader = groups.all.rank() == 0;
+  if (leader) {
+    state.masters.resize(params.size());
+    state.m.resize(params.size());
+    state.v.resize(params.size());
   }
+  // Only the expert group that holds rank 0 gathers its experts: the others' would be dropped.
+  int64_t holds_rank0 = leader;
+  if (groups.expert_group) groups.expert_group->sum(std::span<int64_t>(&holds_rank0, 1));
+  // Parameter i's whole master and moments (on the job's device, this rank's expert rows) to rank 0.
+  auto keep = [&](size_t i, std::array<Tensor, 3> whole) {
+    if (params[i].expert_shard && holds_rank0)
+      for (Tensor& t : whole) t = gather_expert_rows(t, *groups.expert_group);
+    if (!leader) return;
+    state.masters[i] = whole[0].to(Device::cpu);
+    state.m[i] = whole[1].to(Device::cpu);
+    state.v[i] = whole[2].to(Device::cpu);
+  };
+  if (!zero) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Shape& shape = params[i].var.value().shape();
+      keep(i, {optimizer.masters()[i].view(shape), optimizer.moments_m()[i].view(shape),
+               optimizer.moments_v()[i].view(shape)});
+    }
+    return state;
+  }
+  const Device device = params.front().var.value().device();
+  for (size_t b = 0; b < zero->buckets(); ++b)
+    for (const ZeroLayout::Flat& f : zero->flats(b)) {
+      const Tensor masters = zero->gather(f, [&](size_t i) { return optimizer.masters()[i]; }, DType::f32, device);
+      const Tensor m = zero->gather(f, [&](size_t i) { return optimizer.moments_m()[i]; }, DType::f32, device);
+      const Tensor v = zero->gather(f, [&](size_t i) { return optimizer.moments_v()[i]; }, DType::f32, device);
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        const Shape& shape = params[f.params[k]].var.value().shape();
+        keep(f.params[k], {ZeroLayout::param_view(masters, f, k, shape), ZeroLayout::param_view(m, f, k, shape),
+                           ZeroLayout::param_view(v, f, k, shape)});
+      }
+    }
   return state;
 }
 

@@ -1,11 +1,15 @@
-// ZeRO-1 (SPEC §6; train.zero1): the optimizer state sharded over the data-parallel ranks. Each
-// parameter has one owner rank, which alone receives the parameter's summed gradient (a reduce,
-// GradientSync), keeps its moments (and on CUDA its fp32 master) and updates it; the new value then
-// goes from the owner to the other ranks. The state is sharded by whole parameters, so the
-// optimizer and the checkpoint format stay per parameter: a ZeRO-1 checkpoint resumes without
-// ZeRO-1 or on another number of ranks. Under expert parallelism an expert shard is owned among
-// the ranks that hold the same experts (its owner is a rank of that group), the rest among all.
+// ZeRO-1 (SPEC §6; train.zero1): the optimizer state sharded over the data-parallel ranks, as
+// Megatron's distributed optimizer shards it. Each gradient bucket (train/gradient_sync.h) is laid
+// out as one flat vector per class of parameters: the replicated ones, over every rank, and under
+// expert parallelism the expert shards, over the ranks that hold the same experts. Rank r of a
+// class's ranks owns the r-th of the vector's equal parts, whichever parameters it cuts through.
+// Per step the gradients are reduce-scattered into the parts, each rank updates the elements it
+// owns (AdamW over element ranges) and the new values are all-gathered. Every rank thus keeps 1/N
+// of the moments (and on CUDA of the fp32 masters), to within the padding. The checkpoint format
+// stays per parameter (gathered on rank 0), so a ZeRO-1 checkpoint resumes without ZeRO-1 or on
+// another number of ranks.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -14,31 +18,73 @@
 
 namespace hylo {
 
-// The ranks a parameter's owner is one of: `comm`, or for an expert shard `expert_replicas`.
-struct OwnerGroups {
+// The ranks of each class: `all`, or for an expert shard `expert_replicas`.
+struct ParallelGroups {
   dist::Communicator& all;
   dist::Communicator* expert_replicas = nullptr;  // expert parallelism's, or none
   dist::Communicator* expert_group = nullptr;     // the ranks that share out the experts, or none
-  dist::Communicator& of(const Parameter& p) const { return p.expert_shard ? *expert_replicas : all; }
+  dist::Communicator& of(bool experts) const { return experts ? *expert_replicas : all; }
 };
 
-// Owners, the same on every rank: largest parameter first, each to the rank with the fewest
-// elements so far (ties: the lower rank); the replicated parameters over `ranks`, the expert
-// shards, separately, over `expert_ranks`.
-std::vector<int> assign_owners(const ParamList& params, int ranks, int expert_ranks = 1);
+class ZeroLayout {
+ public:
+  // Parameters start, and parts are cut, at multiples of this many elements: every owned range then
+  // starts 256-byte aligned in fp32 (the vector paths of the update kernels).
+  static constexpr int64_t kAlign = 64;
 
-// After the owners' updates: each parameter's value (on CUDA the bf16 copy the forward reads) from
-// its owner to the other ranks of its group, one message per owner.
-void share_updated_params(ParamList& params, const std::vector<int>& owner, const OwnerGroups& groups);
+  // One class's parameters of one bucket as a flat vector.
+  struct Flat {
+    bool experts = false;
+    std::vector<size_t> params;   // in the bucket's order
+    std::vector<int64_t> offset;  // each one's first element
+    int64_t length = 0;           // a multiple of (ranks of the class) x kAlign
+  };
 
-// Every parameter's fp32 master and moments as CPU tensors on rank 0 (other ranks get empty
-// vectors): what a checkpoint saves. Under ZeRO-1 each comes from its owner; without (owner
-// empty) rank 0 holds them all. Expert shards come whole: rank 0's expert group gathers its ranks'
-// rows (train/expert_parallel.h). Every rank must call this.
+  // `buckets`: parameter indices, as GradientSync sums them.
+  ZeroLayout(const ParamList& params, const std::vector<std::vector<size_t>>& buckets, const ParallelGroups& groups);
+
+  // Per parameter: the elements this rank updates (for the optimizer).
+  const std::vector<ElementRange>& owned() const { return owned_; }
+  // Bucket b's flat vectors, the replicated class first (a class the bucket lacks has none).
+  const std::vector<Flat>& flats(size_t bucket) const { return flats_[bucket]; }
+  size_t buckets() const { return flats_.size(); }
+  dist::Communicator& comm(const Flat& f) const { return groups_.of(f.experts); }
+
+  // A new flat vector of `f` holding `whole(param)` (a tensor of the parameter's shape) of each of
+  // its parameters, zeros between them: what the ranks reduce-scatter.
+  Tensor pack(const Flat& f, const std::function<Tensor(size_t param)>& whole, DType dtype, Device device) const;
+  // After the reduce-scatter of `f`: the elements of `part` (this rank's part) copied into
+  // `owned_of(param)` (the 1-D tensor of the parameter's owned elements) for each parameter.
+  void unpack_part(const Flat& f, const Tensor& part, const std::function<Tensor(size_t param)>& owned_of) const;
+  // A new flat vector of `f` in which every rank's part holds what its owner gave as
+  // `owned_of(param)`: an all-gather over the class's ranks, which all must call it.
+  Tensor gather(const Flat& f, const std::function<Tensor(size_t param)>& owned_of, DType dtype, Device device) const;
+  // Parameter k of `f` in a flat vector, as a view of the parameter's shape.
+  static Tensor param_view(const Tensor& flat, const Flat& f, size_t k, const Shape& shape);
+
+  // This rank's part of `f`: [part_begin(f), part_begin(f) + part_size(f)).
+  int64_t part_size(const Flat& f) const { return f.length / comm(f).size(); }
+  int64_t part_begin(const Flat& f) const { return comm(f).rank() * part_size(f); }
+
+ private:
+  const ParamList& params_;
+  ParallelGroups groups_;
+  std::vector<std::vector<Flat>> flats_;  // per bucket
+  std::vector<ElementRange> owned_;
+};
+
+// After the owners' updates: every parameter's value (on CUDA the bf16 copy the forward reads)
+// gathered from its owners onto every rank of its class.
+void share_updated_params(ParamList& params, const ZeroLayout& zero);
+
+// Every parameter's fp32 master and moments as CPU tensors of its shape on rank 0 (other ranks get
+// empty vectors): what a checkpoint saves. Under ZeRO-1 (`zero` given) each is gathered from its
+// owners; without, rank 0 holds them all. Expert shards come whole: rank 0's expert group gathers
+// its ranks' rows (train/expert_parallel.h). Every rank must call this.
 struct OptimizerState {
   std::vector<Tensor> masters, m, v;
 };
-OptimizerState optimizer_state_on_rank0(AdamW& optimizer, const ParamList& params, const std::vector<int>& owner,
-                                        const OwnerGroups& groups);
+OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,
+                                        const ParallelGroups& groups);
 
 }  // namespace hylo

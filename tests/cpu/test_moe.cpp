@@ -496,9 +496,10 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
   state.step = split;
   for (size_t i = 0; i < first.parameters().size(); ++i) {
     const std::string& name = first.parameters()[i].name;
-    state.model.push_back({name, first_opt.masters()[i]});
-    state.optim_m.push_back({name, first_opt.moments_m()[i]});
-    state.optim_v.push_back({name, first_opt.moments_v()[i]});
+    const Shape& shape = first.parameters()[i].var.value().shape();
+    state.model.push_back({name, first_opt.masters()[i].view(shape)});
+    state.optim_m.push_back({name, first_opt.moments_m()[i].view(shape)});
+    state.optim_v.push_back({name, first_opt.moments_v()[i].view(shape)});
   }
   state.buffers = buffer_tensors(first);
   CHECK(std::any_of(state.buffers.begin(), state.buffers.end(), [](const NamedTensor& b) {
@@ -514,13 +515,14 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
   auto resume = [&](bool with_buffers) {
     Transformer model(c, 5);
     AdamW opt(model.parameters(), options, Device::cpu);
-    std::vector<Tensor> masters;
+    std::vector<Tensor> masters, m, v;
     for (size_t i = 0; i < loaded.model.size(); ++i) {
       masters.push_back(loaded.model[i].value);
-      opt.moments_m()[i].copy_from(loaded.optim_m[i].value);
-      opt.moments_v()[i].copy_from(loaded.optim_v[i].value);
+      m.push_back(loaded.optim_m[i].value);
+      v.push_back(loaded.optim_v[i].value);
     }
     opt.load_masters(masters);
+    opt.load_moments(m, v);
     opt.set_steps_taken(loaded.step);
     if (with_buffers) restore_buffers(model, loaded, path);
     return train(model, opt, split, steps);

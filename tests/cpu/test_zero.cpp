@@ -1,52 +1,127 @@
-// ZeRO-1's owner assignment (train/zero.h): every parameter has one owner and the owners' loads
-// are balanced.
+// ZeRO-1's flat layout (train/zero.h): over any number of ranks every element of every parameter
+// has exactly one owner, the parts are equal and aligned, and the flat vectors round-trip.
 #include <doctest/doctest.h>
 
-#include <algorithm>
+#include <memory>
 
+#include "dist/single_process.h"
 #include "nn/transformer.h"
 #include "small_model.h"
+#include "train/gradient_sync.h"
 #include "train/zero.h"
 
 using namespace hylo;
 
-TEST_CASE("ZeRO-1 owners: largest first to the least loaded rank") {
+namespace {
+
+// A communicator that only claims to be rank `rank` of `size`: the layout reads nothing else.
+class PretendRanks final : public dist::Communicator {
+ public:
+  PretendRanks(int rank, int size) {
+    rank_ = rank;
+    size_ = size;
+  }
+  void start_sum(std::vector<Tensor>) override {}
+  void start_reduce_scatter(Tensor, Tensor) override {}
+  void wait() override {}
+  void all_gather(Tensor) override {}
+  void sum(std::span<double>) override {}
+  void sum(std::span<int64_t>) override {}
+  std::vector<uint64_t> all_gather(std::span<const uint64_t> v) override { return {v.begin(), v.end()}; }
+  Tensor all_to_all(const Tensor& send, std::span<const int64_t>, std::span<const int64_t>) override { return send; }
+  std::vector<int64_t> all_to_all(std::span<const int64_t> v) override { return {v.begin(), v.end()}; }
+  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
+};
+
+// Checks that ranks 0..ranks-1 (expert shards over `expert_ranks` of them) own every element once.
+void check_every_element_owned_once(const ParamList& params, size_t bucket_bytes, int ranks, int expert_ranks) {
+  const std::vector<std::vector<size_t>> buckets = gradient_buckets(params, bucket_bytes);
+  std::vector<std::vector<int>> owners(params.size());
+  for (size_t i = 0; i < params.size(); ++i) owners[i].assign(size_t(params[i].var.value().numel()), 0);
+  std::vector<int64_t> owned_per_rank(size_t(ranks), 0);
+  for (int r = 0; r < ranks; ++r) {
+    PretendRanks all(r, ranks), experts(r % expert_ranks, expert_ranks);
+    const ZeroLayout layout(params, buckets, {all, &experts, nullptr});
+    for (size_t b = 0; b < layout.buckets(); ++b)
+      for (const ZeroLayout::Flat& f : layout.flats(b)) {
+        CHECK(f.length % (layout.comm(f).size() * ZeroLayout::kAlign) == 0);
+        for (int64_t offset : f.offset) CHECK(offset % ZeroLayout::kAlign == 0);
+      }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const ElementRange e = layout.owned()[i];
+      if (e.size() == 0) continue;
+      CHECK(e.begin % ZeroLayout::kAlign == 0);
+      owned_per_rank[size_t(r)] += e.size();
+      // An expert shard is owned once among the ranks that hold the same experts (r % expert_ranks
+      // here): count the ranks of one such set, those below expert_ranks.
+      if (!params[i].expert_shard || r < expert_ranks)
+        for (int64_t j = e.begin; j < e.end; ++j) ++owners[i][size_t(j)];
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(params[i].name);
+    bool once = true;
+    for (int n : owners[i]) once = once && n == 1;
+    CHECK(once);
+  }
+  // Equal parts: the ranks' loads differ by at most the padding of each flat vector.
+  const auto [lightest, heaviest] = std::minmax_element(owned_per_rank.begin(), owned_per_rank.end());
+  CHECK(*heaviest - *lightest <= int64_t(buckets.size()) * 2 * ranks * ZeroLayout::kAlign);
+}
+
+}  // namespace
+
+TEST_CASE("ZeRO-1 flat layout: every element has one owner, parts equal and aligned, parameters cut across parts") {
   ModelConfig c = test::small_hybrid(64);
   c.n_layers = 3;
   c.pattern = "LLG";
   Transformer model(c, 3);
-  const ParamList& params = model.parameters();
-  for (int ranks : {1, 2, 3, 5}) {
-    CAPTURE(ranks);
-    const std::vector<int> owner = assign_owners(params, ranks);
-    REQUIRE(owner.size() == params.size());
-    std::vector<int64_t> load(size_t(ranks), 0);
-    int64_t largest = 0;
-    for (size_t i = 0; i < params.size(); ++i) {
-      REQUIRE((owner[i] >= 0 && owner[i] < ranks));
-      load[size_t(owner[i])] += params[i].var.value().numel();
-      largest = std::max(largest, params[i].var.value().numel());
+  for (size_t bucket_bytes : {size_t(1) << 12, size_t(25) << 20})
+    for (int ranks : {1, 2, 3, 5}) {
+      CAPTURE(bucket_bytes);
+      CAPTURE(ranks);
+      check_every_element_owned_once(model.parameters(), bucket_bytes, ranks, 1);
     }
-    // Greedy by size keeps every rank within one parameter of the lightest.
-    const auto [lightest, heaviest] = std::minmax_element(load.begin(), load.end());
-    CHECK(*heaviest - *lightest <= largest);
-    if (ranks > 1) CHECK(*lightest > 0);
+  // One bucket over 3 ranks: some parameter is split between two ranks.
+  PretendRanks rank0(0, 3);
+  const ParamList& params = model.parameters();
+  const ZeroLayout layout(params, gradient_buckets(params), {rank0});
+  bool split = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ElementRange e = layout.owned()[i];
+    split = split || (e.size() > 0 && e.size() < params[i].var.value().numel());
   }
+  CHECK(split);
 }
 
-TEST_CASE("ZeRO-1 owners under expert parallelism: expert shards among their group's ranks, balanced apart") {
+TEST_CASE("ZeRO-1 flat layout under expert parallelism: expert shards owned among the ranks that hold them") {
   ModelConfig c = test::small_hybrid(64);
   c.moe.experts = 4;
   Transformer model(c, 3);
   ParamList params = model.parameters();
   for (Parameter& p : params) p.expert_shard = p.name.find(".moe.w_") != std::string::npos;  // as shard_experts marks
-  const std::vector<int> owner = assign_owners(params, 4, 2);
-  std::vector<int64_t> load(4, 0), expert_load(2, 0);
-  for (size_t i = 0; i < params.size(); ++i) {
-    CAPTURE(params[i].name);
-    REQUIRE((owner[i] >= 0 && owner[i] < (params[i].expert_shard ? 2 : 4)));
-    (params[i].expert_shard ? expert_load : load)[size_t(owner[i])] += params[i].var.value().numel();
-  }
-  CHECK(std::count(load.begin(), load.end(), 0) == 0);
-  CHECK((expert_load[0] > 0 && expert_load[1] > 0));  // 4 expert tensors over 2 owners
+  check_every_element_owned_once(params, size_t(1) << 12, 4, 2);
+  check_every_element_owned_once(params, size_t(25) << 20, 4, 2);
+}
+
+TEST_CASE("ZeRO-1 flat vectors: pack, take the part, gather and view give back each parameter's elements") {
+  ModelConfig c = test::small_hybrid(64);
+  Transformer model(c, 3);
+  const ParamList& params = model.parameters();
+  dist::SingleProcess one;
+  const ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), {one});
+  for (size_t b = 0; b < layout.buckets(); ++b)
+    for (const ZeroLayout::Flat& f : layout.flats(b)) {
+      const Tensor flat = layout.pack(f, [&](size_t i) { return params[i].var.value(); }, DType::f32, Device::cpu);
+      std::vector<Tensor> copies(params.size());
+      for (size_t i : f.params) copies[i] = Tensor::zeros({params[i].var.value().numel()}, DType::f32);
+      layout.unpack_part(f, flat, [&](size_t i) { return copies[i]; });  // one rank: its part is all
+      const Tensor gathered = layout.gather(f, [&](size_t i) { return copies[i]; }, DType::f32, Device::cpu);
+      for (size_t k = 0; k < f.params.size(); ++k) {
+        const Tensor& value = params[f.params[k]].var.value();
+        CAPTURE(params[f.params[k]].name);
+        CHECK(copies[f.params[k]].to_vector<float>() == value.view({-1}).to_vector<float>());
+        CHECK(ZeroLayout::param_view(gathered, f, k, value.shape()).to_vector<float>() == value.to_vector<float>());
+      }
+    }
 }

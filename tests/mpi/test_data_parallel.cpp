@@ -16,6 +16,7 @@
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "train/gradient_sync.h"
+#include "train/zero.h"
 
 using namespace hylo;
 
@@ -59,20 +60,25 @@ TEST_SUITE("ranks") {
     Tensor a = Tensor::from_vector(values_of(rank, 1000, 1), {10, 100});
     Tensor b = Tensor::from_vector(values_of(rank, 7, 2), {7});
     Tensor c = Tensor::from_vector(values_of(rank, 33, 3), {3, 11});
-    Tensor d = Tensor::from_vector(values_of(rank, 5, 4), {5});
-    comm->start_sum({a}, dist::Communicator::kEveryRank);
-    comm->start_sum({b, c}, dist::Communicator::kEveryRank);  // a second message, of two tensors
-    comm->start_sum({d}, 1);                                 // to rank 1 only
+    comm->start_sum({a});
+    comm->start_sum({b, c});  // a second message, of two tensors
+    // A reduce-scatter: rank q receives the sums of elements [3q, 3q + 3).
+    Tensor d = Tensor::from_vector(values_of(rank, 6, 4), {6}), part = Tensor::zeros({3}, DType::f32);
+    comm->start_reduce_scatter(d, part);
     comm->wait();
-    for (auto [t, n, salt] : {std::tuple{a, 1000, 1}, std::tuple{b, 7, 2}, std::tuple{c, 33, 3}, std::tuple{d, 5, 4}}) {
+    for (auto [t, n, salt] : {std::tuple{a, 1000, 1}, std::tuple{b, 7, 2}, std::tuple{c, 33, 3}}) {
       const std::vector<float> v0 = values_of(0, n, salt), v1 = values_of(1, n, salt), got = t.to_vector<float>();
-      const bool summed = salt != 4 || rank == 1;
-      for (size_t i = 0; i < v0.size(); ++i) REQUIRE(got[i] == (summed ? v0[i] + v1[i] : v0[i]));
+      for (size_t i = 0; i < v0.size(); ++i) REQUIRE(got[i] == v0[i] + v1[i]);
     }
-    Tensor e = Tensor::from_vector(values_of(rank, 9, 5), {9}), f = Tensor::from_vector(values_of(rank, 3, 6), {3});
-    comm->broadcast({e, f}, 1);
-    CHECK(e.to_vector<float>() == values_of(1, 9, 5));
-    CHECK(f.to_vector<float>() == values_of(1, 3, 6));
+    const std::vector<float> d0 = values_of(0, 6, 4), d1 = values_of(1, 6, 4), got = part.to_vector<float>();
+    for (size_t i = 0; i < 3; ++i) CHECK(got[i] == d0[3 * size_t(rank) + i] + d1[3 * size_t(rank) + i]);
+    // An all-gather in place: each rank fills in its part, every rank ends with both.
+    Tensor e = Tensor::zeros({8}, DType::f32);
+    e.slice(0, 4 * rank, 4 * rank + 4).copy_from(Tensor::from_vector(values_of(rank, 4, 5), {4}));
+    comm->all_gather(e);
+    std::vector<float> both = values_of(0, 4, 5);
+    for (float x : values_of(1, 4, 5)) both.push_back(x);
+    CHECK(e.to_vector<float>() == both);
 
     double host[2] = {0.25 * (rank + 1), -1.0};
     comm->sum(std::span<double>(host, 2));
@@ -94,7 +100,7 @@ TEST_SUITE("ranks") {
       // (their parameters become final inside a nested backward).
       Transformer dp(small_model(moe), 5);
       dp.set_recompute(true);
-      GradientSync sync(dp.parameters(), *comm, {}, 4096);
+      GradientSync sync(dp.parameters(), *comm, gradient_buckets(dp.parameters(), 4096));
       accumulate_rank_step(dp, comm->rank(), 2, &sync);
       // The same arithmetic in this process: each rank's step on its own copy, then their sum.
       Transformer rank0(small_model(moe), 5), rank1(small_model(moe), 5);
@@ -124,6 +130,35 @@ TEST_SUITE("ranks") {
         for (size_t e = 0; e < tallies[layer].size(); ++e) CHECK(tallies[layer][e] == t0[e] + t1[e]);
       }
     }
+  }
+
+  TEST_CASE("ZeRO-1: each rank receives the sums of the elements it owns, and the two ranks own them all") {
+    auto comm = dist::connect(Device::cpu);
+    REQUIRE(comm->size() == 2);
+    Transformer dp(small_model(true), 5);
+    const std::vector<std::vector<size_t>> buckets = gradient_buckets(dp.parameters(), 4096);
+    const ZeroLayout zero(dp.parameters(), buckets, {*comm});
+    GradientSync sync(dp.parameters(), *comm, buckets, nullptr, &zero);
+    accumulate_rank_step(dp, comm->rank(), 2, &sync);
+    Transformer rank0(small_model(true), 5), rank1(small_model(true), 5);
+    accumulate_rank_step(rank0, 0, 2, nullptr);
+    accumulate_rank_step(rank1, 1, 2, nullptr);
+    const ParamList& p = dp.parameters();
+    int64_t owned = 0, total = 0;
+    for (size_t i = 0; i < p.size(); ++i) {
+      CAPTURE(p[i].name);
+      const ElementRange r = zero.owned()[i];
+      const std::vector<float> got = element_range(p[i].var.grad(), r).to_vector<float>();
+      const std::vector<float> g0 = element_range(rank0.parameters()[i].var.grad(), r).to_vector<float>();
+      const std::vector<float> g1 = element_range(rank1.parameters()[i].var.grad(), r).to_vector<float>();
+      bool same = true;
+      for (size_t j = 0; j < got.size(); ++j) same = same && got[j] == g0[j] + g1[j];
+      CHECK(same);
+      owned += r.size();
+      total += p[i].var.value().numel();
+    }
+    comm->sum(std::span<int64_t>(&owned, 1));
+    CHECK(owned == total);  // summed over the ranks: each element once
   }
 }
 

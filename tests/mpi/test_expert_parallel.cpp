@@ -96,7 +96,7 @@ TEST_SUITE("ranks") {
       for (Transformer* model : {&ep, &whole})
         for (const NamedBufferRef& b : model->buffers()) std::copy(bias.begin(), bias.end(), b.value.data<float>());
       ep.shard_experts(*ep_group);
-      GradientSync sync(ep.parameters(), *comm, {}, 4096, replicas.get());
+      GradientSync sync(ep.parameters(), *comm, gradient_buckets(ep.parameters(), 4096), replicas.get());
       rank_step(ep, comm->rank(), &sync);
       rank_step(whole, 0, nullptr);
       rank_step(whole, 1, nullptr);

@@ -48,11 +48,17 @@ class NcclCommunicator final : public MpiCommunicator {
     cudaStreamDestroy(stream_);
   }
 
-  void start_sum(std::vector<Tensor> tensors, int root) override {
-    queue(std::move(tensors), [&](const Tensor& t, ncclDataType_t type) {
-      const size_t n = size_t(t.numel());
-      return root == kEveryRank ? ncclAllReduce(t.raw(), t.raw(), n, type, ncclSum, nccl_, stream_)
-                                : ncclReduce(t.raw(), t.raw(), n, type, ncclSum, root, nccl_, stream_);
+  void start_sum(std::vector<Tensor> tensors) override {
+    queue(tensors, [&] {
+      for (const Tensor& t : tensors)
+        HYLO_NCCL_CHECK(ncclAllReduce(t.raw(), t.raw(), size_t(t.numel()), nccl_type(t), ncclSum, nccl_, stream_));
+    });
+  }
+
+  void start_reduce_scatter(Tensor flat, Tensor part) override {
+    const size_t n = size_t(part_size(flat, &part, Device::cuda));
+    queue({flat, part}, [&] {
+      HYLO_NCCL_CHECK(ncclReduceScatter(flat.raw(), part.raw(), n, nccl_type(flat), ncclSum, nccl_, stream_));
     });
   }
 
@@ -62,9 +68,12 @@ class NcclCommunicator final : public MpiCommunicator {
     held_.clear();  // freed memory is reused on the compute stream, which now waits for the sums
   }
 
-  void broadcast(std::vector<Tensor> tensors, int root) override {
-    queue(std::move(tensors), [&](const Tensor& t, ncclDataType_t type) {
-      return ncclBroadcast(t.raw(), t.raw(), size_t(t.numel()), type, root, nccl_, stream_);
+  // In place: this rank's part is already where the gathered tensor wants it.
+  void all_gather(Tensor flat) override {
+    const size_t n = size_t(part_size(flat, nullptr, Device::cuda));
+    queue({flat}, [&] {
+      const char* mine = static_cast<const char*>(flat.raw()) + size_t(rank_) * n * dtype_size(flat.dtype());
+      HYLO_NCCL_CHECK(ncclAllGather(mine, flat.raw(), n, nccl_type(flat), nccl_, stream_));
     });
     wait();
   }
@@ -77,18 +86,16 @@ class NcclCommunicator final : public MpiCommunicator {
     const size_t row_bytes = size_t(send.size(1)) * dtype_size(send.dtype());
     const auto* from = static_cast<const char*>(send.raw());
     auto* to = static_cast<char*>(recv.raw());
-    HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
-    HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
-    HYLO_NCCL_CHECK(ncclGroupStart());
-    for (int q = 0; q < size_; ++q) {
-      const size_t n_send = size_t(send_rows[size_t(q)]) * row_bytes, n_recv = size_t(recv_rows[size_t(q)]) * row_bytes;
-      if (n_send > 0) HYLO_NCCL_CHECK(ncclSend(from, n_send, ncclChar, q, nccl_, stream_));
-      if (n_recv > 0) HYLO_NCCL_CHECK(ncclRecv(to, n_recv, ncclChar, q, nccl_, stream_));
-      from += n_send;
-      to += n_recv;
-    }
-    HYLO_NCCL_CHECK(ncclGroupEnd());
-    held_.push_back(send);
+    queue({send}, [&] {
+      for (int q = 0; q < size_; ++q) {
+        const size_t n_send = size_t(send_rows[size_t(q)]) * row_bytes,
+                     n_recv = size_t(recv_rows[size_t(q)]) * row_bytes;
+        if (n_send > 0) HYLO_NCCL_CHECK(ncclSend(from, n_send, ncclChar, q, nccl_, stream_));
+        if (n_recv > 0) HYLO_NCCL_CHECK(ncclRecv(to, n_recv, ncclChar, q, nccl_, stream_));
+        from += n_send;
+        to += n_recv;
+      }
+    });
     wait();
     return recv;
   }
@@ -107,20 +114,22 @@ class NcclCommunicator final : public MpiCommunicator {
     HYLO_CUDA_CHECK(cudaEventCreateWithFlags(&summed_, cudaEventDisableTiming));
   }
 
-  // One NCCL call per tensor, as one group (NCCL fuses them), on this communicator's stream after
-  // the work already queued on the compute stream.
-  template <class Call>
-  void queue(std::vector<Tensor> tensors, Call call) {
+  static ncclDataType_t nccl_type(const Tensor& t) {
+    const bool bf16 = t.dtype() == DType::bf16;
+    HYLO_CHECK(t.device() == Device::cuda && t.is_contiguous() && (bf16 || t.dtype() == DType::f32),
+               "data parallel: NCCL moves contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
+               device_name(t.device()));
+    return bf16 ? ncclBfloat16 : ncclFloat32;
+  }
+
+  // `issue`'s NCCL calls as one group (NCCL fuses them), on this communicator's stream after the
+  // work already queued on the compute stream.
+  template <class Issue>
+  void queue(const std::vector<Tensor>& tensors, Issue issue) {
     HYLO_CUDA_CHECK(cudaEventRecord(queued_, cuda::stream()));
     HYLO_CUDA_CHECK(cudaStreamWaitEvent(stream_, queued_));
     HYLO_NCCL_CHECK(ncclGroupStart());
-    for (const Tensor& t : tensors) {
-      const bool bf16 = t.dtype() == DType::bf16;
-      HYLO_CHECK(t.device() == Device::cuda && t.is_contiguous() && (bf16 || t.dtype() == DType::f32),
-                 "data parallel: NCCL moves contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
-                 device_name(t.device()));
-      HYLO_NCCL_CHECK(call(t, bf16 ? ncclBfloat16 : ncclFloat32));
-    }
+    issue();
     HYLO_NCCL_CHECK(ncclGroupEnd());
     // Kept alive until wait(): the caching allocator may not hand their memory out meanwhile.
     held_.insert(held_.end(), tensors.begin(), tensors.end());
