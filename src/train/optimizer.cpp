@@ -29,24 +29,30 @@ AdamW::AdamW(ParamList& params, AdamWOptions options, Device device, std::vector
                "optimizer: owned elements [{}, {}) of parameter {} outside its {}", r.begin, r.end, params_[i].name,
                value.numel());
     const bool own = r.size() > 0;
-    master_.push_back(!own ? Tensor() : device == Device::cpu ? element_range(value, r) : element_range(value, r).to(device));
+    master_.push_back(own && device != Device::cpu ? element_range(value, r).to(device) : Tensor());
     m_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam m") : Tensor());
     v_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam v") : Tensor());
     if (device != Device::cpu) params_[i].var.mutable_value() = value.to(device).to(DType::bf16);
   }
 }
 
+Tensor AdamW::master(size_t i) const {
+  if (owned_[i].size() == 0) return Tensor();
+  return device_ == Device::cpu ? element_range(params_[i].var.value(), owned_[i]) : master_[i];
+}
+
+// Copies into the values, never replaces them: ZeRO-1 keeps them as views of its flat vectors.
 void AdamW::load_masters(const std::vector<Tensor>& values_cpu) {
-  HYLO_CHECK(values_cpu.size() == master_.size(), "optimizer: {} master tensors for {} parameters", values_cpu.size(),
-             master_.size());
-  for (size_t i = 0; i < master_.size(); ++i) {
+  HYLO_CHECK(values_cpu.size() == params_.size(), "optimizer: {} master tensors for {} parameters", values_cpu.size(),
+             params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& value = params_[i].var.mutable_value();
-    if (device_ == Device::cpu) {  // the masters are views of the parameters
+    if (device_ == Device::cpu) {  // the masters are the parameters
       value.copy_from(values_cpu[i]);
       continue;
     }
     if (master_[i].defined()) master_[i].copy_from(element_range(values_cpu[i], owned_[i]).to(device_));
-    value = values_cpu[i].to(device_).to(DType::bf16);
+    value.copy_from(values_cpu[i].to(device_).to(DType::bf16));
   }
 }
 
@@ -92,7 +98,7 @@ void AdamW::step(double lr, double grad_scale) {
     const float decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
     const Tensor g = element_range(p.var.grad(), r);
     if (device_ == Device::cpu) {
-      cpu::adamw_step<float>(r.size(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(),
+      cpu::adamw_step<float>(r.size(), master(i).data<float>(), m_[i].data<float>(), v_[i].data<float>(),
                              g.data<float>(), float(lr), float(options_.beta1), float(options_.beta2),
                              float(options_.eps), decay, step_, float(grad_scale));
       continue;

@@ -45,11 +45,11 @@ class AdamW {
 
   int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }
-  // fp32 masters and moments of each parameter's owned elements, 1-D, in parameter order
-  // (undefined where a rank owns none; on the CPU a master is a view of its parameter).
-  const std::vector<Tensor>& masters() const { return master_; }
-  const std::vector<Tensor>& moments_m() const { return m_; }
-  const std::vector<Tensor>& moments_v() const { return v_; }
+  // The fp32 master and moments of parameter i's owned elements, 1-D (undefined where this rank owns
+  // none). On the CPU the master is a view of the parameter itself, wherever its storage is now.
+  Tensor master(size_t i) const;
+  const Tensor& moment_m(size_t i) const { return m_[i]; }
+  const Tensor& moment_v(size_t i) const { return v_[i]; }
   // Whole parameters' values (checkpoint load, CPU tensors of the parameters' shapes): the owned
   // elements' masters, and every compute copy, owned or not.
   void load_masters(const std::vector<Tensor>& values_cpu);
@@ -62,7 +62,7 @@ class AdamW {
   Device device_;
   int64_t step_ = 0;
   std::vector<ElementRange> owned_;
-  std::vector<Tensor> master_, m_, v_;
+  std::vector<Tensor> master_, m_, v_;  // master_: CUDA only
 };
 
 }  // namespace hylo

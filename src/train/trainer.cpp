@@ -145,6 +145,7 @@ Trainer::Trainer(const TrainOptions& options) {
   if (t.zero1) zero_ = std::make_unique<ZeroLayout>(params, buckets, parallel_groups());
   optimizer_ = std::make_unique<AdamW>(params, AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device_,
                                        zero_ ? zero_->owned() : std::vector<ElementRange>{});
+  if (zero_) zero_->bind_values(params);
   gradient_sync_ =
       std::make_unique<GradientSync>(params, *comm_, std::move(buckets), expert_replicas_.get(), zero_.get());
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
@@ -335,7 +336,7 @@ int Trainer::run() {
     const bool finite = std::isfinite(loss) && std::isfinite(norm);
     if (finite) {
       optimizer_->step(lr, clip_scale(norm, t.grad_clip));
-      if (zero_) share_updated_params(model_->parameters(), *zero_);
+      if (zero_) zero_->share_updated_values();
       sum_router_loads();
       model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
     } else if (t.nan_policy == "abort") {

@@ -80,18 +80,24 @@ Tensor ZeroLayout::param_view(const Tensor& flat, const Flat& f, size_t k, const
   return flat.slice(0, f.offset[k], f.offset[k] + shape_numel(shape)).view(shape);
 }
 
-void share_updated_params(ParamList& params, const ZeroLayout& zero) {
-  for (size_t b = 0; b < zero.buckets(); ++b)
-    for (const ZeroLayout::Flat& f : zero.flats(b)) {
+void ZeroLayout::bind_values(ParamList& params) {
+  HYLO_CHECK(&params == &params_ && values_.empty(), "ZeRO-1: bind_values once, on the layout's parameters");
+  for (const std::vector<Flat>& bucket : flats_)
+    for (const Flat& f : bucket) {
       const Tensor& first = params[f.params[0]].var.value();
-      const Tensor flat = zero.gather(
-          f, [&](size_t i) { return element_range(params[i].var.value(), zero.owned()[i]); }, first.dtype(),
-          first.device());
+      values_.push_back(pack(f, [&](size_t i) { return params[i].var.value(); }, first.dtype(), first.device()));
       for (size_t k = 0; k < f.params.size(); ++k) {
         Tensor& value = params[f.params[k]].var.mutable_value();
-        value.copy_from(ZeroLayout::param_view(flat, f, k, value.shape()));
+        value = param_view(values_.back(), f, k, value.shape());
       }
     }
+}
+
+void ZeroLayout::share_updated_values() {
+  HYLO_CHECK(!values_.empty(), "ZeRO-1: share_updated_values before bind_values");
+  size_t at = 0;
+  for (const std::vector<Flat>& bucket : flats_)
+    for (const Flat& f : bucket) comm(f).all_gather(values_[at++]);
 }
 
 OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,
@@ -118,17 +124,16 @@ OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList&
   if (!zero) {
     for (size_t i = 0; i < params.size(); ++i) {
       const Shape& shape = params[i].var.value().shape();
-      keep(i, {optimizer.masters()[i].view(shape), optimizer.moments_m()[i].view(shape),
-               optimizer.moments_v()[i].view(shape)});
+      keep(i, {optimizer.master(i).view(shape), optimizer.moment_m(i).view(shape), optimizer.moment_v(i).view(shape)});
     }
     return state;
   }
   const Device device = params.front().var.value().device();
   for (size_t b = 0; b < zero->buckets(); ++b)
     for (const ZeroLayout::Flat& f : zero->flats(b)) {
-      const Tensor masters = zero->gather(f, [&](size_t i) { return optimizer.masters()[i]; }, DType::f32, device);
-      const Tensor m = zero->gather(f, [&](size_t i) { return optimizer.moments_m()[i]; }, DType::f32, device);
-      const Tensor v = zero->gather(f, [&](size_t i) { return optimizer.moments_v()[i]; }, DType::f32, device);
+      const Tensor masters = zero->gather(f, [&](size_t i) { return optimizer.master(i); }, DType::f32, device);
+      const Tensor m = zero->gather(f, [&](size_t i) { return optimizer.moment_m(i); }, DType::f32, device);
+      const Tensor v = zero->gather(f, [&](size_t i) { return optimizer.moment_v(i); }, DType::f32, device);
       for (size_t k = 0; k < f.params.size(); ++k) {
         const Shape& shape = params[f.params[k]].var.value().shape();
         keep(f.params[k], {ZeroLayout::param_view(masters, f, k, shape), ZeroLayout::param_view(m, f, k, shape),

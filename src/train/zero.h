@@ -62,6 +62,14 @@ class ZeroLayout {
   // Parameter k of `f` in a flat vector, as a view of the parameter's shape.
   static Tensor param_view(const Tensor& flat, const Flat& f, size_t k, const Shape& shape);
 
+  // Moves every parameter's value (on CUDA the bf16 copy the forward reads) into flat vectors of
+  // this layout and leaves the parameters as views of them, so that the optimizer's updates land
+  // in this rank's parts. Call once, after the optimizer has placed the values.
+  void bind_values(ParamList& params);
+  // After the owners' updates: every rank's part of the values gathered onto every rank of its
+  // class, straight into the parameters (bind_values first).
+  void share_updated_values();
+
   // This rank's part of `f`: [part_begin(f), part_begin(f) + part_size(f)).
   int64_t part_size(const Flat& f) const { return f.length / comm(f).size(); }
   int64_t part_begin(const Flat& f) const { return comm(f).rank() * part_size(f); }
@@ -71,11 +79,9 @@ class ZeroLayout {
   ParallelGroups groups_;
   std::vector<std::vector<Flat>> flats_;  // per bucket
   std::vector<ElementRange> owned_;
+  std::vector<Tensor> values_;  // bind_values: the flat vectors the parameters view, flats in order
 };
 
-// After the owners' updates: every parameter's value (on CUDA the bf16 copy the forward reads)
-// gathered from its owners onto every rank of its class.
-void share_updated_params(ParamList& params, const ZeroLayout& zero);
 
 // Every parameter's fp32 master and moments as CPU tensors of its shape on rank 0 (other ranks get
 // empty vectors): what a checkpoint saves. Under ZeRO-1 (`zero` given) each is gathered from its

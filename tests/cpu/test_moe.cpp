@@ -497,9 +497,9 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
   for (size_t i = 0; i < first.parameters().size(); ++i) {
     const std::string& name = first.parameters()[i].name;
     const Shape& shape = first.parameters()[i].var.value().shape();
-    state.model.push_back({name, first_opt.masters()[i].view(shape)});
-    state.optim_m.push_back({name, first_opt.moments_m()[i].view(shape)});
-    state.optim_v.push_back({name, first_opt.moments_v()[i].view(shape)});
+    state.model.push_back({name, first_opt.master(i).view(shape)});
+    state.optim_m.push_back({name, first_opt.moment_m(i).view(shape)});
+    state.optim_v.push_back({name, first_opt.moment_v(i).view(shape)});
   }
   state.buffers = buffer_tensors(first);
   CHECK(std::any_of(state.buffers.begin(), state.buffers.end(), [](const NamedTensor& b) {
