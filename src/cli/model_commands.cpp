@@ -81,11 +81,20 @@ int run_eval_command(const Args& args) {
 int run_params_command(const Args& args) {
   const std::string& config_path = leading_path(args, "params", "a config file");
   std::vector<std::string> overrides;
+  int ranks = 0;  // 0: as many as the expert parallelism needs
   for (size_t i = 1; i < args.size(); ++i) {
+    if (const std::string flag = args[i]; flag == "--ranks") {
+      ranks = parse_number<int>("params", flag, flag_value(args, i));
+      continue;
+    }
     HYLO_CHECK(args[i] == "--set", "params: unexpected argument '{}'", args[i]);
     overrides.push_back(flag_value(args, i));
   }
   Config config = load_config(config_path, overrides);
+  const int P = config.train.expert_parallel;
+  if (ranks == 0) ranks = P;
+  HYLO_CHECK(ranks >= 1 && ranks % P == 0, "params: --ranks {} is not a multiple of train.expert_parallel={}", ranks,
+             P);
   fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
   const auto print_row = [](const ParamCount& row) {
     fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,
@@ -96,11 +105,13 @@ int run_params_command(const Args& args) {
   // The figure papers quote: everything but the (tied) token embedding.
   const ParamCount& embedding = rows.front();
   print_row({"non-embed", rows.back().stored - embedding.stored, rows.back().active - embedding.active});
-  if (const int P = config.train.expert_parallel; P > 1) {
+  if (ranks > 1) {
     const int64_t per_rank = parameters_per_rank(config.model, P);
-    fmt::print("per rank with train.expert_parallel={}: {} stored ({:.2f}M); on CUDA {:.2f} GiB of weights, gradients "
-               "and AdamW state (16 bytes per parameter)\n",
-               P, per_rank, per_rank / 1e6, double(per_rank) * 16 / double(1ull << 30));
+    const bool zero1 = config.train.zero1;
+    fmt::print("per rank ({} ranks{}{}): {} stored ({:.2f}M); on CUDA {:.2f} GiB of weights, gradients and AdamW state\n",
+               ranks, P > 1 ? fmt::format(" with train.expert_parallel={}", P) : "", zero1 ? " under ZeRO-1" : "",
+               per_rank, per_rank / 1e6,
+               training_state_bytes_per_rank(config.model, ranks, P, zero1) / double(1ull << 30));
   }
   const double flops = train_flops_per_token(config.model, config.train.seq_len);
   fmt::print("training FLOPs per token at seq_len {}: {:.4g} (6 x matmul params + 12 x H x hd x mean visited keys "

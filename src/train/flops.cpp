@@ -53,12 +53,27 @@ std::vector<ParamCount> count_parameters(const ModelConfig& c) {
   return rows;
 }
 
+namespace {
+
+int64_t expert_parameters(const std::vector<ParamCount>& rows) {
+  for (const ParamCount& row : rows)
+    if (row.component == "moe_experts") return row.stored;
+  return 0;
+}
+
+}  // namespace
+
 int64_t parameters_per_rank(const ModelConfig& config, int ep_ranks) {
   const std::vector<ParamCount> rows = count_parameters(config);
-  int64_t experts = 0;
-  for (const ParamCount& row : rows)
-    if (row.component == "moe_experts") experts = row.stored;
+  const int64_t experts = expert_parameters(rows);
   return rows.back().stored - experts + experts / ep_ranks;
+}
+
+double training_state_bytes_per_rank(const ModelConfig& config, int ranks, int ep_ranks, bool zero1) {
+  const std::vector<ParamCount> rows = count_parameters(config);
+  const double experts = double(expert_parameters(rows)) / ep_ranks, replicated = double(rows.back().stored) - experts * ep_ranks;
+  const double updated = zero1 ? replicated / ranks + experts / (double(ranks) / ep_ranks) : replicated + experts;
+  return 4 * (replicated + experts) + 12 * updated;
 }
 
 double mean_visited_keys(const AttnMask& mask, int64_t T) {

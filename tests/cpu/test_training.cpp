@@ -222,7 +222,7 @@ TEST_CASE("hylo bench train --json replaces an older file with the bench layout 
   CHECK(bad.output.find("--expert-gemm must be 'grouped' or 'loop', got 'fastest'") != std::string::npos);
 }
 
-TEST_CASE("train, bench train and eval name a flag whose value is not a number, or a flag where a path goes") {
+TEST_CASE("train, bench train, eval and params name a flag whose value is not a number, or a flag where a path goes") {
   Workspace w("bad_numbers");
   const CommandResult stop = run(w.train("never", "--stop-at soon"));
   CHECK(stop.exit_code != 0);
@@ -251,6 +251,18 @@ TEST_CASE("train, bench train and eval name a flag whose value is not a number, 
     CHECK(r.exit_code != 0);
     CHECK(r.output.find(message) != std::string::npos);
   }
+  const std::string params = w.hylo + " params " + std::string(HYLO_SOURCE_DIR) + "/configs/moe-8e-pbb.yaml";
+  for (const auto& [flags, message] :
+       {std::pair{" --ranks many", "params: --ranks needs a number, got 'many'"},
+        std::pair{" --ranks 3 --set train.expert_parallel=2", "params: --ranks 3 is not a multiple of train.expert_parallel=2"}}) {
+    const CommandResult r = run(params + flags);
+    CAPTURE(flags);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(message) != std::string::npos);
+  }
+  const CommandResult per_rank = run(params + " --ranks 4 --set train.expert_parallel=2 --set train.zero1=true");
+  CHECK(per_rank.exit_code == 0);
+  CHECK(per_rank.output.find("per rank (4 ranks with train.expert_parallel=2 under ZeRO-1): ") != std::string::npos);
 }
 
 TEST_CASE("bench attention, decode and moe name a bad flag or value before they need a GPU") {

@@ -1,5 +1,6 @@
 // ZeRO-1's flat layout (train/zero.h): over any number of ranks every element of every parameter
-// has exactly one owner, the parts are equal and aligned, and the flat vectors round-trip.
+// has exactly one owner, the parts are equal and aligned, and the flat vectors round-trip; and the
+// per-rank memory that `hylo params --ranks N` reports.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -7,6 +8,8 @@
 #include "dist/single_process.h"
 #include "nn/transformer.h"
 #include "small_model.h"
+#include "train/config.h"
+#include "train/flops.h"
 #include "train/gradient_sync.h"
 #include "train/zero.h"
 
@@ -124,4 +127,22 @@ TEST_CASE("ZeRO-1 flat vectors: pack, take the part, gather and view give back e
         CHECK(ZeroLayout::param_view(gathered, f, k, value.shape()).to_vector<float>() == value.to_vector<float>());
       }
     }
+}
+
+TEST_CASE("training state per rank: 16 bytes a parameter without ZeRO-1, 4 + 12 / N with it, experts over their replicas") {
+  const Config dense = load_config(std::string(HYLO_SOURCE_DIR) + "/configs/205m-pbb.yaml");
+  const double stored = double(count_parameters(dense.model).back().stored);
+  CHECK(training_state_bytes_per_rank(dense.model, 8, 1, false) == 16 * stored);
+  CHECK(training_state_bytes_per_rank(dense.model, 8, 1, true) == doctest::Approx(4 * stored + 12 * stored / 8));
+  const Config moe = load_config(std::string(HYLO_SOURCE_DIR) + "/configs/moe-8e-pbb.yaml");
+  const std::vector<ParamCount> rows = count_parameters(moe.model);
+  double experts = 0;
+  for (const ParamCount& row : rows)
+    if (row.component == "moe_experts") experts = double(row.stored);
+  const double replicated = double(rows.back().stored) - experts;
+  REQUIRE(experts > 0);
+  // 4 ranks, experts over groups of 2: each holds half the experts, shared with one other rank.
+  CHECK(training_state_bytes_per_rank(moe.model, 4, 2, false) == doctest::Approx(16 * (replicated + experts / 2)));
+  CHECK(training_state_bytes_per_rank(moe.model, 4, 2, true) ==
+        doctest::Approx(4 * (replicated + experts / 2) + 12 * (replicated / 4 + experts / 2 / 2)));
 }
