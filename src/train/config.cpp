@@ -25,6 +25,8 @@
 
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "kernels/attention/attention.h"
 #endif
 
 namespace hylo {
@@ -586,7 +588,12 @@ Device training_device(const Config& config) {
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("{}device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)", origin);
 #else
-  // Asked here, so that the answer names the setting instead of the first CUDA call to fail.
+  // Asked here, so that the answers name the settings instead of the first CUDA call to fail.
+  const ModelConfig& m = config.model;
+  HYLO_CHECK(cuda::attention_supports_head_dim(m.head_dim()),
+             "{}model: head dim model.d_model/model.n_heads = {}/{} = {} has no CUDA attention kernel (64 or 128); "
+             "change model.n_heads or use --device cpu",
+             origin, m.d_model, m.n_heads, m.head_dim());
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   HYLO_CHECK(err == cudaSuccess && count > 0,

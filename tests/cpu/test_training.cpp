@@ -286,7 +286,8 @@ TEST_CASE("bench attention, decode and moe name a bad flag or value before they 
 
 TEST_CASE("train --device cuda on a machine without a usable GPU names the setting and writes nothing") {
   Workspace ws("no_gpu");
-  const auto r = run(ws.train("gpu_run", "--device cuda --set train.steps=2"));
+  // Head dim 64 (the workspace's tiny has 16), so that only the device can be missing.
+  const auto r = run(ws.train("gpu_run", "--device cuda --set model.d_model=128 --set train.steps=2"));
   if (r.exit_code == 0) {
     MESSAGE("a usable GPU is present: the run trained, nothing to check here");
     return;
@@ -295,4 +296,17 @@ TEST_CASE("train --device cuda on a machine without a usable GPU names the setti
   CHECK(r.output.starts_with("hylo: error: " + (ws.dir / "tiny.yaml").string() + ": device: cuda requested but "));
   CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   CHECK_FALSE(fs::exists(ws.dir / "gpu_run"));
+}
+
+TEST_CASE("train --device cuda with a head dim the CUDA kernels lack names the keys and writes nothing") {
+  Workspace ws("bad_head_dim");
+  const auto r = run(ws.train("gpu_run", "--device cuda --set train.steps=2"));  // the workspace's tiny
+  CAPTURE(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(ws.dir / "gpu_run"));
+#if HYLO_WITH_CUDA  // a build without CUDA refuses the device itself first
+  CHECK(r.output.find("model: head dim model.d_model/model.n_heads = 32/2 = 16 has no CUDA attention kernel") !=
+        std::string::npos);
+#endif
 }
