@@ -213,3 +213,19 @@ TEST_CASE("sweep --slurm writes an array job with one task per point and runs no
                                       "); eval \"set -- $line\"; echo $#; echo \"$3\"");
   CHECK(args.output == "5\nmodel.local={kind: swa, window: 8}\n");
 }
+
+TEST_CASE("the sweep files under experiments/ expand, and every point's config loads") {
+  const fs::path source = HYLO_SOURCE_DIR, before = fs::current_path();
+  fs::current_path(source);  // a sweep's base is relative to where hylo runs: the checkout
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(source / "experiments")) {
+    if (entry.path().extension() != ".yaml") continue;
+    CAPTURE(entry.path().string());
+    const SweepSpec spec = load_sweep(entry.path().string());
+    CHECK(spec.points.size() >= 2);
+    CHECK(check_sweep_configs(spec).size() == spec.points.size());
+    ++files;
+  }
+  fs::current_path(before);
+  CHECK(files >= 2);
+}
