@@ -21,24 +21,39 @@ def read_metrics(run_dir):
     return train, val
 
 
+def smooth(values, window):
+    """Trailing mean over `window` points: training loss is too noisy to compare runs by."""
+    out, total = [], 0.0
+    for i, v in enumerate(values):
+        total += v - (values[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", nargs="+", help="run directories holding metrics.jsonl")
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for run in args.runs:
+    # Training loss (smoothed) on the left, validation loss on the right, one colour per run in both.
+    fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4.5 + 0.18 * len(args.runs)))
+    colours = plt.get_cmap("tab10" if len(args.runs) <= 10 else "tab20")
+    for i, run in enumerate(args.runs):
         train, val = read_metrics(run)
-        name = pathlib.Path(run).name
+        name, colour = pathlib.Path(run).name, colours(i % colours.N)
         if train:
-            ax.plot(*zip(*train), label=f"{name} train", linewidth=1)
+            steps, losses = zip(*train)
+            train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=name)
         if val:
-            ax.plot(*zip(*val), "o-", label=f"{name} val", markersize=3)
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (nats/token)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
+            val_ax.plot(*zip(*val), "o-", color=colour, markersize=3, linewidth=1, label=None if train else name)
+    train_ax.set_title("training loss (trailing mean over 2% of the steps)", fontsize=10)
+    val_ax.set_title("validation loss", fontsize=10)
+    for ax in (train_ax, val_ax):
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss (nats/token)")
+        ax.grid(alpha=0.3)
+    fig.legend(loc="lower center", ncol=min(3, len(args.runs)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(args.runs) + 2) // 3), 1, 1))
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 
