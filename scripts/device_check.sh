@@ -44,9 +44,9 @@
 #   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512: MHA (H 16), then GQA (Hkv 4)
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
-#   ablation  the sweep experiments/hybrids-small.yaml (PBB vs SWA hybrids vs all-full at the small
-#           scale), each run then evaluated (val, retrieval, last word) and `hylo report`; the
-#           sweep's files except checkpoints come back under hybrids-small/
+#   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
+#           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
+#           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it.
@@ -223,16 +223,17 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
       OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
     ablation)
       sweeps=/tmp/hylo_sweeps
+      sweep=${ABLATION:-hybrids-small}
       rm -rf "$sweeps"
-      $hylo sweep experiments/hybrids-small.yaml --local --out "$sweeps" 2>&1 |
+      $hylo sweep "experiments/$sweep.yaml" --local --out "$sweeps" 2>&1 |
         grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
-      for run in "$sweeps"/hybrids-small/*/; do
+      for run in "$sweeps/$sweep"/*/; do
         echo "-- eval $(basename "$run")" | tee -a "$summary"
         $hylo eval "$run" --tasks val,retrieval,lastword --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
       done
-      $hylo report "$sweeps/hybrids-small" 2>&1 | tail -6 | tee -a "$summary"
+      $hylo report "$sweeps/$sweep" 2>&1 | tail -6 | tee -a "$summary"
       # Everything but the checkpoints comes back (hylo report can be rerun on it).
-      (cd "$sweeps" && find hybrids-small -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT" ;;
+      (cd "$sweeps" && find "$sweep" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
