@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -263,6 +264,50 @@ std::optional<fs::path> find_script(const std::string& name) {
   return std::nullopt;
 }
 
+// Runs that differ only in train.seed, one line per group (keys in `keys` order, the seed left
+// out): how many seeds finished, and the mean and standard deviation over them of each of
+// `columns`. Empty when the sweep does not vary the seed.
+std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
+                         const std::vector<std::string>& columns) {
+  const std::string seed = "train.seed";
+  if (std::find(keys.begin(), keys.end(), seed) == keys.end()) return "";
+  std::vector<std::string> group_keys;
+  std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
+  std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
+  for (const ReportRow& row : rows) {
+    if (row.values.empty()) continue;  // not run yet
+    std::string label;
+    for (const std::string& k : group_keys) label += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
+    it->second.push_back(&row);
+  }
+  std::string table = "|", rule = "|";
+  for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
+  table += " seeds |", rule += "---|";
+  for (const std::string& c : columns) table += " " + c + " (mean ± sd) |", rule += "---|";
+  table += "\n" + rule + "\n";
+  for (const auto& [label, members] : groups) {
+    table += "|" + label + fmt::format(" {} |", members.size());
+    for (const std::string& c : columns) {
+      std::vector<double> v;
+      for (const ReportRow* row : members)
+        if (auto it = row->values.find(c); it != row->values.end()) v.push_back(it->second);
+      if (v.empty()) {
+        table += " - |";
+        continue;
+      }
+      double mean = 0, squares = 0;
+      for (double x : v) mean += x / double(v.size());
+      for (double x : v) squares += (x - mean) * (x - mean);
+      const double sd = v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0;
+      table += " " + format_value(mean) + (v.size() > 1 ? " ± " + format_value(sd) : "") + " |";
+    }
+    table += "\n";
+  }
+  return "\nOver seeds (runs that differ only in train.seed):\n\n" + table;
+}
+
 }  // namespace
 
 int run_report_command(const Args& args) {
@@ -334,7 +379,9 @@ int run_report_command(const Args& args) {
     }
     table += "\n";
   }
-  fmt::print("{}", table);
+  std::vector<std::string> metric_columns(columns.begin() + std::ptrdiff_t(1 + keys.size() + 1), columns.end());
+  const std::string over_seeds = seed_summary(rows, keys, metric_columns);
+  fmt::print("{}{}", table, over_seeds);
 
   // Each plot: scripts/<script> under /usr/bin/python3 with matplotlib into dir/<png>; the report's
   // image line, or nothing (said) when it cannot be drawn.
@@ -357,8 +404,8 @@ int run_report_command(const Args& args) {
   const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
                             plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
   write_file_atomic((dir / "report.md").string(),
-                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}", dir.filename().string(),
-                                table, plots));
+                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", dir.filename().string(),
+                                table, over_seeds, plots));
   fmt::print("wrote {}\n", (dir / "report.md").string());
   return 0;
 }

@@ -3,9 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -188,6 +190,34 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
     CHECK(fs::exists(sweep_dir / "loss.png"));
     CHECK(fs::exists(sweep_dir / "retrieval.png"));  // accuracy by distance, from the eval report
     CHECK(md.find("![retrieval by distance](retrieval.png)") != std::string::npos);
+  }
+}
+
+TEST_CASE("report sums up runs that differ only in the seed: seeds, mean and standard deviation") {
+  SweepWorkspace ws("seeds");
+  const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
+                                              "set: {model.local.window: 8}\ngrid: {train.seed: [1, 2]}\n");
+  const auto sweep = ws.run("sweep " + path + " --local --out out");
+  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.output);
+  const auto report = ws.run("report out/s");
+  REQUIRE_MESSAGE(report.exit_code == 0, report.output);
+  const fs::path dir = ws.dir / "out/s";
+  const std::string md = read_file(dir / "report.md").value();
+  CHECK(md.find("| model.local.kind | seeds | loss (mean ± sd) | val_loss (mean ± sd) |") != std::string::npos);
+  for (const auto& [kind, first, second] : {std::tuple{"pbb", "00_kind-pbb_seed-1", "01_kind-pbb_seed-2"},
+                                            std::tuple{"swa", "02_kind-swa_seed-1", "03_kind-swa_seed-2"}}) {
+    CAPTURE(kind);
+    const std::string a = last_metric(dir / first, "val_loss"), b = last_metric(dir / second, "val_loss");
+    REQUIRE((!a.empty() && !b.empty()));
+    const double mean = (std::stod(a) + std::stod(b)) / 2, sd = std::fabs(std::stod(a) - std::stod(b)) / std::sqrt(2.0);
+    // The rows' values are printed to 4 decimals; the summary works from the unrounded ones.
+    const size_t at = md.find(fmt::format("| {} | 2 | ", kind), md.find("Over seeds"));
+    REQUIRE(at != std::string::npos);
+    const std::string line = md.substr(at, md.find('\n', at) - at);
+    CAPTURE(line);
+    const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
+    CHECK(std::stod(line.substr(val)) == doctest::Approx(mean).epsilon(1e-3));
+    CHECK(std::stod(line.substr(line.find(" ± ", val) + 4)) == doctest::Approx(sd).epsilon(0.05));
   }
 }
 
