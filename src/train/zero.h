@@ -82,7 +82,6 @@ class ZeroLayout {
   std::vector<Tensor> values_;  // bind_values: the flat vectors the parameters view, flats in order
 };
 
-
 // Every parameter's fp32 master and moments as CPU tensors of its shape on rank 0 (other ranks get
 // empty vectors): what a checkpoint saves. Under ZeRO-1 (`zero` given) each is gathered from its
 // owners; without, rank 0 holds them all. Expert shards come whole: rank 0's expert group gathers
