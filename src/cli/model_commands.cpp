@@ -1,6 +1,9 @@
 // `hylo train`, `hylo eval`, `hylo params`, `hylo export`.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "data/tokenizer.h"
@@ -50,6 +53,10 @@ int run_eval_command(const Args& args) {
   }
   for (const std::string& t : tasks)
     HYLO_CHECK(t == "val" || t == "retrieval" || t == "lastword", "eval: unknown task '{}' (known: val, retrieval, lastword)", t);
+  // Read before any task runs: a missing tokenizer fails the command at once, not after the others.
+  std::optional<data::Tokenizer> tokenizer;
+  if (std::find(tasks.begin(), tasks.end(), "lastword") != tasks.end())
+    tokenizer = data::Tokenizer::from_tiktoken(tokenizer_path);
   const LoadedModel loaded = load_model_checkpoint(path, overrides);
   const Device device = training_device(loaded.config);
   std::string json = fmt::format(R"({{"checkpoint": {}, "step": {})", json_string(loaded.path), loaded.step);
@@ -65,8 +72,7 @@ int run_eval_command(const Args& args) {
       fmt::print("{}", r.table());
       json += R"(, "retrieval": )" + r.json();
     } else {
-      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device,
-                                                  data::Tokenizer::from_tiktoken(tokenizer_path), last_word);
+      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device, *tokenizer, last_word);
       fmt::print("{}", r.table());
       json += R"(, "lastword": )" + r.json();
     }

@@ -347,4 +347,12 @@ TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint w
   const test::CommandResult bad = test::run_command(base + (scratch / "c.json") + " --tasks val,lambada");
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("unknown task 'lambada'") != std::string::npos);
+  // A missing tokenizer fails before any task runs (it used to, after val and retrieval had).
+  const test::CommandResult no_tokenizer =
+      test::run_command(base + (scratch / "d.json") + " --tokenizer " + (scratch / "none.tiktoken"));
+  CHECK(no_tokenizer.exit_code != 0);
+  CHECK(no_tokenizer.output.find((scratch / "none.tiktoken") + ": cannot open tokenizer file") !=
+        std::string::npos);
+  CHECK(no_tokenizer.output.find("val_loss") == std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(scratch / "d.json"));
 }
