@@ -1,7 +1,9 @@
 #include "ops/cpu/cross_entropy.h"
 
+#include <Eigen/Core>
+
+#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "core/error.h"
 
@@ -18,18 +20,42 @@ void check_shape(int N, int V, int V_valid, const int32_t* targets_N) {
 
 }  // namespace
 
+// The rows are V wide (50304 for GPT-2's vocabulary): their exps are Eigen's vectorised ones, each
+// in T (a max-shifted float loses nothing to a float exp), and the forward's sums are taken in
+// double, so that the reference does not lose what the GPU keeps. Scalar double exps were 40% of a
+// CPU training step.
+template <class T>
+using Array = Eigen::Array<T, Eigen::Dynamic, 1>;
+template <class T>
+using Row = Eigen::Map<Array<T>>;
+template <class T>
+using ConstRow = Eigen::Map<const Array<T>>;
+
+// The sum in double of `x`, in 8 independent lanes that the compiler vectorises (one running
+// double sum is one add latency per element).
+template <class T>
+double sum_in_double(const Array<T>& x) {
+  double lane[8] = {};
+  const Eigen::Index n = x.size(), whole = n / 8 * 8;
+  for (Eigen::Index i = 0; i < whole; i += 8)
+    for (int k = 0; k < 8; ++k) lane[k] += double(x[i + k]);
+  for (Eigen::Index i = whole; i < n; ++i) lane[i - whole] += double(x[i]);
+  double total = 0;
+  for (double v : lane) total += v;
+  return total;
+}
+
 template <class T>
 void cross_entropy_forward(int N, int V, int V_valid, const T* logits_NV, const int32_t* targets_N, T* loss_N,
                            T* lse_N) {
   check_shape(N, V, V_valid, targets_N);
+  Array<T> exps(V_valid);
   for (int n = 0; n < N; ++n) {
     const T* z = logits_NV + int64_t(n) * V;
-    // Max-shifted log-sum-exp in double: the reference must not lose what the GPU keeps.
-    double mx = -std::numeric_limits<double>::infinity();
-    for (int v = 0; v < V_valid; ++v) mx = std::max(mx, double(z[v]));
-    double sum = 0;
-    for (int v = 0; v < V_valid; ++v) sum += std::exp(double(z[v]) - mx);
-    double lse = mx + std::log(sum);
+    const ConstRow<T> row(z, V_valid);
+    const T mx = row.maxCoeff();
+    exps = (row - mx).exp();
+    const double lse = double(mx) + std::log(sum_in_double(exps));
     lse_N[n] = T(lse);
     loss_N[n] = targets_N[n] == kIgnoreIndex ? T(0) : T(lse - double(z[targets_N[n]]));
   }
@@ -41,15 +67,18 @@ void cross_entropy_backward(int N, int V, int V_valid, const int32_t* targets_N,
   check_shape(N, V, V_valid, targets_N);
   for (int n = 0; n < N; ++n) {
     T* z = logits_NV + int64_t(n) * V;
-    int32_t target = targets_N[n];
+    std::fill(z + V_valid, z + V, T(0));
+    const int32_t target = targets_N[n];
     if (target == kIgnoreIndex) {
-      for (int v = 0; v < V; ++v) z[v] = T(0);
+      std::fill(z, z + V_valid, T(0));
       continue;
     }
-    const double lse = double(lse_N[n]), p_factor = 1.0 + 2.0 * double(z_loss) * lse;  // z-loss: + 2 z lse p
-    for (int v = 0; v < V_valid; ++v)
-      z[v] = T((std::exp(double(z[v]) - lse) * p_factor - (v == target ? 1.0 : 0.0)) * double(scale));
-    for (int v = V_valid; v < V; ++v) z[v] = T(0);
+    // (softmax (1 + 2 z lse) - onehot) * scale; z-loss adds the 2 z lse term.
+    const T lse = lse_N[n];
+    const double p_factor = 1.0 + 2.0 * double(z_loss) * double(lse), at_target = double(z[target]);
+    Row<T> row(z, V_valid);
+    row = (row - lse).exp() * T(p_factor * double(scale));
+    z[target] = T((std::exp(at_target - double(lse)) * p_factor - 1.0) * double(scale));
   }
 }
 
