@@ -53,8 +53,10 @@
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
 #                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/
-# Device call: carry [".devbundle", "data/tokens", ".peers"], command: scripts/device_check.sh STAGE...
-# (a cold machine takes ~60 s before the first stage; tests ~20 s, bench ~60 s, torch ~60 s).
+# Device call: carry [".devbundle", "data/tokens", ".peers"] (ablation: also "data/tokenizer", which
+# the last-word task reads), command: scripts/device_check.sh STAGE...
+# (a cold machine takes ~60 s before the first stage; tests ~20 s, bench ~60 s, torch ~60 s,
+# ablation ~4 min for hybrids-small's 9 runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hylo_out}
