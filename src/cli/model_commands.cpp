@@ -90,7 +90,7 @@ int run_params_command(const Args& args) {
   int ranks = 0;  // 0: as many as the expert parallelism needs
   for (size_t i = 1; i < args.size(); ++i) {
     if (const std::string flag = args[i]; flag == "--ranks") {
-      ranks = parse_number<int>("params", flag, flag_value(args, i));
+      ranks = parse_positive_int("params", flag, flag_value(args, i));
       continue;
     }
     HYLO_CHECK(args[i] == "--set", "params: unexpected argument '{}'", args[i]);
@@ -99,8 +99,7 @@ int run_params_command(const Args& args) {
   Config config = load_config(config_path, overrides);
   const int P = config.train.expert_parallel;
   if (ranks == 0) ranks = P;
-  HYLO_CHECK(ranks >= 1 && ranks % P == 0, "params: --ranks {} is not a multiple of train.expert_parallel={}", ranks,
-             P);
+  HYLO_CHECK(ranks % P == 0, "params: --ranks {} is not a multiple of train.expert_parallel={}", ranks, P);
   fmt::print("{:<12} {:>14} {:>10} {:>14} {:>10}\n", "component", "stored", "", "active", "");
   const auto print_row = [](const ParamCount& row) {
     fmt::print("{:<12} {:>14} {:>9.2f}M {:>14} {:>9.2f}M\n", row.component, row.stored, row.stored / 1e6, row.active,

@@ -254,6 +254,7 @@ TEST_CASE("train, bench train, eval and params name a flag whose value is not a 
   const std::string params = w.hylo + " params " + std::string(HYLO_SOURCE_DIR) + "/configs/moe-8e-pbb.yaml";
   for (const auto& [flags, message] :
        {std::pair{" --ranks many", "params: --ranks needs a number, got 'many'"},
+        std::pair{" --ranks 0", "params: --ranks needs a positive integer, got '0'"},
         std::pair{" --ranks 3 --set train.expert_parallel=2", "params: --ranks 3 is not a multiple of train.expert_parallel=2"}}) {
     const CommandResult r = run(params + flags);
     CAPTURE(flags);
