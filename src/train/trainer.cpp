@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "data/loader.h"
 #include "data/shard.h"
@@ -207,11 +208,12 @@ std::string Trainer::restore(const std::string& path) {
 // Under expert parallelism: keep this rank's rows of every expert shard, its master and moments.
 void Trainer::take_expert_rows(CheckpointState& s) const {
   if (!ep_group_) return;
-  const ParamList& params = model_->parameters();
+  std::set<std::string> sharded;
+  for (const Parameter& p : model_->parameters())
+    if (p.expert_shard) sharded.insert(p.name);
   for (std::vector<NamedTensor>* group : {&s.model, &s.optim_m, &s.optim_v})
     for (NamedTensor& t : *group)
-      for (const Parameter& p : params)
-        if (p.expert_shard && p.name == t.name) t.value = expert_rows(t.value, ep_group_->rank(), ep_group_->size());
+      if (sharded.count(t.name)) t.value = expert_rows(t.value, ep_group_->rank(), ep_group_->size());
 }
 
 void Trainer::save(int64_t step) {
