@@ -105,7 +105,7 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
-SweepSpec load_sweep(const std::string& path) {
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set) {
   SweepSpec spec;
   spec.path = path;
   HYLO_CHECK(fs::is_regular_file(path), "{}: no such sweep file", path);
@@ -175,6 +175,21 @@ SweepSpec load_sweep(const std::string& path) {
       }
     }
     HYLO_CHECK(!listed.empty() || !axes.empty(), "{}: nothing to sweep: add 'grid' and/or 'points'", path);
+    // --set: after the file's set; never a key the points or the grid vary (nor a section of one).
+    const auto overlaps = [](const std::string& a, const std::string& b) {
+      return a == b || b.starts_with(a + ".") || a.starts_with(b + ".");
+    };
+    for (const std::string& text : cli_set) {
+      const size_t eq = text.find('=');
+      HYLO_CHECK(eq != std::string::npos && eq > 0, "sweep: --set expects key=value, got '{}'", text);
+      const std::string key = text.substr(0, eq);
+      for (const auto& [axis, values] : axes)
+        HYLO_CHECK(!overlaps(key, axis), "sweep: --set {}: {} varies {} in its grid", key, path, axis);
+      for (const auto& point : listed)
+        for (const auto& [k, v] : point)
+          HYLO_CHECK(!overlaps(key, k), "sweep: --set {}: {} varies {} in its points", key, path, k);
+      spec.set.emplace_back(key, text.substr(eq + 1));
+    }
     if (listed.empty()) listed.emplace_back();
     for (size_t i = 0; i < listed.size(); ++i)
       for (const auto& [key, values] : axes)

@@ -29,8 +29,10 @@ struct SweepSpec {
 };
 
 // Parses and expands a sweep file. Errors are one line naming the file and the key. Does not
-// load the base config: call check_sweep_configs for that.
-SweepSpec load_sweep(const std::string& path);
+// load the base config: call check_sweep_configs for that. `cli_set`: "key=value" overrides from
+// the command line (`hylo sweep FILE --set k=v`), applied to every point after the file's `set`;
+// a key the sweep varies is refused (it would collapse the points into one).
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set = {});
 
 // Loads the base config with each point's overrides, so that a bad key or value in any point
 // fails before the first run starts. The error names the sweep file and the point. Returns the

@@ -193,6 +193,31 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   }
 }
 
+TEST_CASE("sweep --set applies to every point after the file's set, and refuses a key the sweep varies") {
+  SweepWorkspace ws("cli_set");
+  const std::string path = ws.sweep("c.yaml", "name: c\ngrid: {model.local.kind: [pbb, swa]}\n"
+                                              "set: {model.local.window: 8, train.steps: 5}\n");
+  const auto r = ws.run("sweep " + path + " --local --out out --set train.steps=3 --set train.eval_every=3");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  CHECK(r.output.find("every point also: train.steps=3 train.eval_every=3") != std::string::npos);
+  for (const char* point : {"00_kind-pbb", "01_kind-swa"}) {
+    CAPTURE(point);
+    CHECK(fs::exists(ws.dir / "out/c" / point / "checkpoints/step_3.h5"));
+    CHECK(read_file(ws.dir / "out/c" / point / "config.yaml").value().find("steps: 3") != std::string::npos);
+  }
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"model.local.kind=swa", "sweep: --set model.local.kind: " + path + " varies model.local.kind in its grid"},
+      {"model.local={kind: swa}", "sweep: --set model.local: " + path + " varies model.local.kind in its grid"},
+      {"train.steps", "sweep: --set expects key=value, got 'train.steps'"}};
+  for (const auto& [value, message] : refused) {
+    CAPTURE(value);
+    const auto bad = ws.run("sweep " + path + " --local --out bad --set '" + value + "'");
+    CHECK(bad.exit_code != 0);
+    CHECK(bad.output.find(message) != std::string::npos);
+    CHECK_FALSE(fs::exists(ws.dir / "bad"));
+  }
+}
+
 TEST_CASE("report sums up runs that differ only in the seed: seeds, mean and standard deviation") {
   SweepWorkspace ws("seeds");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
