@@ -9,6 +9,15 @@
 
 namespace hylo {
 
+bool cuda_attention_supports_head_dim(int head_dim) {
+#if HYLO_WITH_CUDA
+  return cuda::attention_supports_head_dim(head_dim);
+#else
+  (void)head_dim;
+  return false;
+#endif
+}
+
 Var attention(const Var& q, const Var& k, const Var& v, const AttnMask& mask) {
   const Tensor &Q = q.value(), &K = k.value(), &Vv = v.value();
   check_same_device("attention", Q, K);

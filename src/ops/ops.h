@@ -26,6 +26,8 @@ Var rope(const Var& x, double theta, int pos_offset = 0);
 Var swiglu(const Var& gate_up);
 // q (B,T,H,hd), k/v (B,T,Hkv,hd) -> (B,T,H,hd)
 Var attention(const Var& q, const Var& k, const Var& v, const AttnMask& mask);
+// Whether attention on CUDA takes this head dim (its kernels: 64 or 128); false without CUDA.
+bool cuda_attention_supports_head_dim(int head_dim);
 // Mean token cross-entropy of logits = h (N, D) @ w (V, D)^T over targets (N) int32 (-1 =
 // ignored); vocabulary rows >= v_valid (padding) are excluded from the softmax. The logits are
 // never materialised whole: chunks of rows are projected, scored and differentiated in turn.

@@ -26,7 +26,7 @@
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>
 
-#include "kernels/attention/attention.h"
+#include "ops/ops.h"
 #endif
 
 namespace hylo {
@@ -590,7 +590,7 @@ Device training_device(const Config& config) {
 #else
   // Asked here, so that the answers name the settings instead of the first CUDA call to fail.
   const ModelConfig& m = config.model;
-  HYLO_CHECK(cuda::attention_supports_head_dim(m.head_dim()),
+  HYLO_CHECK(cuda_attention_supports_head_dim(m.head_dim()),
              "{}model: head dim model.d_model/model.n_heads = {}/{} = {} has no CUDA attention kernel (64 or 128); "
              "change model.n_heads or use --device cpu",
              origin, m.d_model, m.n_heads, m.head_dim());
