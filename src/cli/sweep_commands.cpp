@@ -131,11 +131,11 @@ srun{mpi} "$HYLO" train {base} --run-dir "$run_dir" --resume auto "$@"
 
 int run_sweep_command(const Args& args) {
   std::string file, out = "runs/sweeps";
-  std::vector<std::string> overrides;
+  std::vector<std::string> cli_set;  // --set: every point
   bool local = false, slurm = false, dry_run = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--set") overrides.push_back(flag_value(args, i));
+    if (a == "--set") cli_set.push_back(flag_value(args, i));
     else if (a == "--local") local = true;
     else if (a == "--slurm") slurm = true;
     else if (a == "--dry-run") dry_run = true;
@@ -146,13 +146,13 @@ int run_sweep_command(const Args& args) {
   HYLO_CHECK(!file.empty(), "sweep: expected a sweep file (e.g. experiments/pbb-vs-swa-tiny.yaml)");
   HYLO_CHECK(!(local && slurm), "sweep: --local and --slurm exclude each other");
 
-  const SweepSpec spec = load_sweep(file, overrides);
+  const SweepSpec spec = load_sweep(file, cli_set);
   const std::vector<Config> configs = check_sweep_configs(spec);
   const fs::path sweep_dir = fs::path(out) / spec.name;
   std::vector<PlannedRun> runs = plan_runs(spec, configs, sweep_dir);
 
   fmt::print("sweep {}: {} points from {} into {}\n", spec.name, runs.size(), spec.base, sweep_dir.string());
-  if (!overrides.empty()) fmt::print("  every point also: {}\n", fmt::join(overrides, " "));
+  if (!cli_set.empty()) fmt::print("  every point also: {}\n", fmt::join(cli_set, " "));
   for (const PlannedRun& run : runs) {
     std::string overrides;
     for (const auto& [k, v] : run.point->varied) overrides += fmt::format("{}{}={}", overrides.empty() ? "" : " ", k, v);

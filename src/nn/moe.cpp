@@ -82,7 +82,10 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
 }
 
 Var MoeFeedForward::experts(const Var& xs_AD, const MoePlan& plan) const {
-  if (ep_) return remote_experts(xs_AD, plan);
+  return ep_ ? remote_experts(xs_AD, plan) : local_experts(xs_AD, plan);
+}
+
+Var MoeFeedForward::local_experts(const Var& xs_AD, const MoePlan& plan) const {
   return moe_grouped_linear(swiglu(moe_grouped_linear(xs_AD, w_in_E2FD, plan)), w_out_EDF, plan);
 }
 
@@ -126,8 +129,7 @@ Var MoeFeedForward::remote_experts(const Var& xs_AD, const MoePlan& plan) const 
   const DType weight_dtype = device == Device::cuda ? DType::f32 : xr_RD.value().dtype();
   Var ones_R1(Tensor::empty({R, 1}, weight_dtype, device, "expert exchange weights"));
   ones_R1.mutable_value().fill_(1.0);
-  Var h_RF = swiglu(moe_grouped_linear(moe_permute(xr_RD, local), w_in_E2FD, local));
-  Var yr_RD = moe_combine(moe_grouped_linear(h_RF, w_out_EDF, local), ones_R1, local);
+  Var yr_RD = moe_combine(local_experts(moe_permute(xr_RD, local), local), ones_R1, local);
   return exchange_rows(yr_RD, recv, send, *ep_);
 }
 

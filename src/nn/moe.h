@@ -84,6 +84,7 @@ class MoeFeedForward {
   Tensor selection_bias(Device device) const;
   // The experts' SwiGLU on the permuted rows (A, D) of `plan`: here, or on the experts' ranks.
   Var experts(const Var& xs_AD, const MoePlan& plan) const;
+  Var local_experts(const Var& xs_AD, const MoePlan& plan) const;  // this rank's weights
   Var remote_experts(const Var& xs_AD, const MoePlan& plan) const;
   dist::Communicator* ep_ = nullptr;  // expert parallelism's group, or none
   // Observation and caches, not model state: forward() is const for callers (evaluation takes a

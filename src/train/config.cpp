@@ -319,14 +319,10 @@ YAML::Node parse_document(const std::string& text, const std::string& origin) {
 
 void apply_override(Config& config, const std::string& arg) {
   const std::string origin = "--set " + arg;
-  auto eq = arg.find('=');
-  HYLO_CHECK(eq != std::string::npos && eq > 0, "{}: expected KEY=VALUE, e.g. --set train.lr=3e-4", origin);
-  std::string key = arg.substr(0, eq);
-  key.erase(key.find_last_not_of(" \t") + 1);
-  key.erase(0, key.find_first_not_of(" \t"));
+  const auto [key, text] = split_override(arg);
   YAML::Node value;
   try {
-    value = YAML::Load(arg.substr(eq + 1));
+    value = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     HYLO_FAIL("{}: malformed value: {}", origin, e.msg);
   }
@@ -429,6 +425,15 @@ struct Checker {
 std::string error_prefix(const Config& c) { return c.source_path.empty() ? "" : c.source_path + ": "; }
 
 }  // namespace
+
+std::pair<std::string, std::string> split_override(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  HYLO_CHECK(eq != std::string::npos && eq > 0, "--set {}: expected KEY=VALUE, e.g. --set train.lr=3e-4", arg);
+  std::string key = arg.substr(0, eq);
+  key.erase(key.find_last_not_of(" \t") + 1);
+  key.erase(0, key.find_first_not_of(" \t"));
+  return {key, arg.substr(eq + 1)};
+}
 
 // ---------------------------------------------------------------------------------------------
 

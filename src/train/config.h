@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -57,6 +58,9 @@ struct Config {
 // as a YAML scalar of the key's type; a mapping value sets a whole section), then validate()s.
 // Every error is one line naming the file (or the --set argument), the key and the value.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// One `--set KEY=VALUE` override as {key (trimmed), value text}; throws naming it unless it has a
+// key and an '='.
+std::pair<std::string, std::string> split_override(const std::string& arg);
 
 // Same for YAML text already in memory (the /config of a checkpoint); `origin` prefixes errors.
 Config config_from_yaml_text(const std::string& yaml, const std::string& origin,

@@ -4,12 +4,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
+#include "ops/cpu/cross_entropy.h"
 #include "train/buffers.h"
 #include "train/config.h"
 #include "train/json_text.h"
@@ -58,6 +58,10 @@ std::string probe_json(const Transformer& model, int count) {
   const int64_t V = logits.size(1);
   const double* L = logits.data<double>();
   const std::vector<int32_t> columns(ids.begin(), ids.begin() + std::min<size_t>(ids.size(), 16));
+  // The next-token losses by the cross-entropy reference, rows 0..count-2 against ids 1..count-1.
+  const std::vector<int32_t> next(ids.begin() + 1, ids.end());
+  std::vector<double> loss(next.size()), lse(next.size());
+  cpu::cross_entropy_forward<double>(count - 1, int(V), int(V), L, next.data(), loss.data(), lse.data());
   std::vector<std::string> nll, argmax, rows;
   for (int t = 0; t < count; ++t) {
     const double* row = L + t * V;
@@ -65,14 +69,8 @@ std::string probe_json(const Transformer& model, int count) {
     for (int32_t c : columns) picked.push_back(json_number(row[c]));
     rows.push_back(fmt::format("[{}]", fmt::join(picked, ", ")));
     if (t + 1 == count) break;
-    int64_t best = 0;
-    double mx = row[0];
-    for (int64_t v = 1; v < V; ++v)
-      if (row[v] > mx) mx = row[v], best = v;
-    double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += std::exp(row[v] - mx);
-    nll.push_back(json_number(mx + std::log(sum) - row[ids[size_t(t) + 1]]));
-    argmax.push_back(std::to_string(best));
+    nll.push_back(json_number(loss[size_t(t)]));
+    argmax.push_back(std::to_string(std::max_element(row, row + V) - row));
   }
   std::vector<std::string> id_text, column_text;
   for (int32_t id : ids) id_text.push_back(std::to_string(id));

@@ -70,10 +70,11 @@ int64_t parameters_per_rank(const ModelConfig& config, int ep_ranks) {
 }
 
 double training_state_bytes_per_rank(const ModelConfig& config, int ranks, int ep_ranks, bool zero1) {
-  const std::vector<ParamCount> rows = count_parameters(config);
-  const double experts = double(expert_parameters(rows)) / ep_ranks, replicated = double(rows.back().stored) - experts * ep_ranks;
-  const double updated = zero1 ? replicated / ranks + experts / (double(ranks) / ep_ranks) : replicated + experts;
-  return 4 * (replicated + experts) + 12 * updated;
+  const double held = double(parameters_per_rank(config, ep_ranks));
+  const double experts = double(expert_parameters(count_parameters(config))) / ep_ranks, replicated = held - experts;
+  // Under ZeRO-1 the replicated parameters are shared out over all ranks, the experts over their replicas.
+  const double updated = zero1 ? replicated / ranks + experts / (double(ranks) / ep_ranks) : held;
+  return 4 * held + 12 * updated;
 }
 
 double mean_visited_keys(const AttnMask& mask, int64_t T) {

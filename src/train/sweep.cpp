@@ -180,15 +180,13 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
       return a == b || b.starts_with(a + ".") || a.starts_with(b + ".");
     };
     for (const std::string& text : cli_set) {
-      const size_t eq = text.find('=');
-      HYLO_CHECK(eq != std::string::npos && eq > 0, "sweep: --set expects key=value, got '{}'", text);
-      const std::string key = text.substr(0, eq);
+      const auto [key, value] = split_override(text);
       for (const auto& [axis, values] : axes)
         HYLO_CHECK(!overlaps(key, axis), "sweep: --set {}: {} varies {} in its grid", key, path, axis);
       for (const auto& point : listed)
         for (const auto& [k, v] : point)
           HYLO_CHECK(!overlaps(key, k), "sweep: --set {}: {} varies {} in its points", key, path, k);
-      spec.set.emplace_back(key, text.substr(eq + 1));
+      spec.set.emplace_back(key, value);
     }
     if (listed.empty()) listed.emplace_back();
     for (size_t i = 0; i < listed.size(); ++i)

@@ -64,7 +64,8 @@ class ZeroLayout {
 
   // Moves every parameter's value (on CUDA the bf16 copy the forward reads) into flat vectors of
   // this layout and leaves the parameters as views of them, so that the optimizer's updates land
-  // in this rank's parts. Call once, after the optimizer has placed the values.
+  // in this rank's parts. Call once, on the parameters the layout was made from, after the
+  // optimizer has placed the values.
   void bind_values(ParamList& params);
   // After the owners' updates: every rank's part of the values gathered onto every rank of its
   // class, straight into the parameters (bind_values first).
@@ -75,7 +76,6 @@ class ZeroLayout {
   int64_t part_begin(const Flat& f) const { return comm(f).rank() * part_size(f); }
 
  private:
-  const ParamList& params_;
   ParallelGroups groups_;
   std::vector<std::vector<Flat>> flats_;  // per bucket
   std::vector<ElementRange> owned_;

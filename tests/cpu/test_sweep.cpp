@@ -42,6 +42,12 @@ struct SweepWorkspace : test::TinyWorkspace {
   test::CommandResult run(const std::string& args) const {
     return test::run_command("cd " + dir.string() + " && " + hylo + " " + args);
   }
+  // run(), which must succeed (its output is the failure message).
+  test::CommandResult succeeds(const std::string& args) const {
+    test::CommandResult r = run(args);
+    REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+    return r;
+  }
 };
 
 // The last value of `key` in a run's metrics.jsonl, as the report prints it.
@@ -129,8 +135,7 @@ TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
 TEST_CASE("sweep --dry-run lists the points and runs nothing") {
   SweepWorkspace ws("dry");
   const std::string path = ws.sweep("d.yaml", "name: d\ngrid: {train.lr: [0.001, 0.002, 0.003]}\n");
-  const auto r = ws.run("sweep " + path + " --local --dry-run --out out");
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto r = ws.succeeds("sweep " + path + " --local --dry-run --out out");
   CHECK(r.output.find("3 points") != std::string::npos);
   CHECK(r.output.find("02_lr-0.003") != std::string::npos);
   CHECK(!fs::exists(ws.dir / "out"));
@@ -139,8 +144,7 @@ TEST_CASE("sweep --dry-run lists the points and runs nothing") {
 TEST_CASE("sweep --local runs each point once, skips finished ones, and report tabulates them") {
   SweepWorkspace ws("local");
   const std::string path = ws.sweep("l.yaml", "name: l\ngrid: {model.local.kind: [pbb, swa]}\nset: {model.local.window: 8}\n");
-  const auto first = ws.run("sweep " + path + " --local --out out");
-  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  ws.succeeds("sweep " + path + " --local --out out");
   const fs::path sweep_dir = ws.dir / "out/l";
   for (const char* point : {"00_kind-pbb", "01_kind-swa"})
     CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
@@ -155,8 +159,7 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   const std::string json = read_file(sweep_dir / "sweep.json").value();
   CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
 
-  const auto second = ws.run("sweep " + path + " --local --out out");
-  REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+  const auto second = ws.succeeds("sweep " + path + " --local --out out");
   CHECK(second.output.find("00_kind-pbb already finished, skipping") != std::string::npos);
   CHECK(second.output.find("01_kind-swa already finished, skipping") != std::string::npos);
   CHECK(second.output.find("sweep: running") == std::string::npos);
@@ -171,8 +174,7 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json")
       << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}, "by_distance": [)"
       << R"({"distance": 8, "all": {"accuracy": 0.5}}, {"distance": 32, "all": {"accuracy": 0.25}}]}})";
-  const auto report = ws.run("report out/l/");
-  REQUIRE_MESSAGE(report.exit_code == 0, report.output);
+  const auto report = ws.succeeds("report out/l/");
   const std::string md = read_file(sweep_dir / "report.md").value();
   CHECK(md.find("| point | model.local.kind | step | loss | val_loss | val_ppl |") != std::string::npos);
   for (const char* point : {"00_kind-pbb", "01_kind-swa"}) {
@@ -197,8 +199,7 @@ TEST_CASE("sweep --set applies to every point after the file's set, and refuses 
   SweepWorkspace ws("cli_set");
   const std::string path = ws.sweep("c.yaml", "name: c\ngrid: {model.local.kind: [pbb, swa]}\n"
                                               "set: {model.local.window: 8, train.steps: 5}\n");
-  const auto r = ws.run("sweep " + path + " --local --out out --set train.steps=3 --set train.eval_every=3");
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto r = ws.succeeds("sweep " + path + " --local --out out --set train.steps=3 --set train.eval_every=3");
   CHECK(r.output.find("every point also: train.steps=3 train.eval_every=3") != std::string::npos);
   for (const char* point : {"00_kind-pbb", "01_kind-swa"}) {
     CAPTURE(point);
@@ -208,7 +209,8 @@ TEST_CASE("sweep --set applies to every point after the file's set, and refuses 
   const std::vector<std::pair<std::string, std::string>> refused = {
       {"model.local.kind=swa", "sweep: --set model.local.kind: " + path + " varies model.local.kind in its grid"},
       {"model.local={kind: swa}", "sweep: --set model.local: " + path + " varies model.local.kind in its grid"},
-      {"train.steps", "sweep: --set expects key=value, got 'train.steps'"}};
+      {"train.steps", "--set train.steps: expected KEY=VALUE"},
+      {" model.local.kind =swa", "sweep: --set model.local.kind: " + path + " varies model.local.kind in its grid"}};
   for (const auto& [value, message] : refused) {
     CAPTURE(value);
     const auto bad = ws.run("sweep " + path + " --local --out bad --set '" + value + "'");
@@ -222,10 +224,8 @@ TEST_CASE("report sums up runs that differ only in the seed: seeds, mean and sta
   SweepWorkspace ws("seeds");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
                                               "set: {model.local.window: 8}\ngrid: {train.seed: [1, 2]}\n");
-  const auto sweep = ws.run("sweep " + path + " --local --out out");
-  REQUIRE_MESSAGE(sweep.exit_code == 0, sweep.output);
-  const auto report = ws.run("report out/s");
-  REQUIRE_MESSAGE(report.exit_code == 0, report.output);
+  ws.succeeds("sweep " + path + " --local --out out");
+  ws.succeeds("report out/s");
   const fs::path dir = ws.dir / "out/s";
   const std::string md = read_file(dir / "report.md").value();
   CHECK(md.find("| model.local.kind | seeds | loss (mean ± sd) | val_loss (mean ± sd) |") != std::string::npos);
@@ -250,8 +250,7 @@ TEST_CASE("sweep --slurm writes an array job with one task per point and runs no
   SweepWorkspace ws("slurm");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local: {kind: swa, window: 8}}]\n"
                                               "grid: {train.lr: [0.001, 0.002, 0.003]}\n");
-  const auto r = ws.run("sweep " + path + " --slurm --out out");
-  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const auto r = ws.succeeds("sweep " + path + " --slurm --out out");
   const fs::path dir = ws.dir / "out/s";
   CHECK(r.output.find("sbatch " + fs::canonical(dir).string() + "/submit.sbatch") != std::string::npos);
   const std::string script = read_file(dir / "submit.sbatch").value();

@@ -3,6 +3,7 @@
 // per-rank memory that `hylo params --ranks N` reports.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <memory>
 
 #include "dist/single_process.h"
@@ -127,6 +128,27 @@ TEST_CASE("ZeRO-1 flat vectors: pack, take the part, gather and view give back e
         CHECK(ZeroLayout::param_view(gathered, f, k, value.shape()).to_vector<float>() == value.to_vector<float>());
       }
     }
+}
+
+TEST_CASE("training state per rank: what `hylo params --ranks` says a ZeRO-1 rank keeps is what its layout owns") {
+  const ModelConfig c = test::small_hybrid(64);
+  Transformer model(c, 3);
+  const ParamList& params = model.parameters();
+  int64_t total = 0;
+  for (const Parameter& p : params) total += p.var.value().numel();
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    PretendRanks all(r, 4);
+    const ZeroLayout layout(params, gradient_buckets(params), {all});
+    int64_t owned = 0, padding = 0;
+    for (const ElementRange& e : layout.owned()) owned += e.size();
+    for (size_t b = 0; b < layout.buckets(); ++b)
+      for (const ZeroLayout::Flat& f : layout.flats(b)) padding += f.length;
+    padding -= total;
+    // bf16 weights and gradients of everything, fp32 master and moments of the owned elements.
+    const double kept = 4.0 * double(total) + 12.0 * double(owned);
+    CHECK(std::abs(kept - training_state_bytes_per_rank(c, 4, 1, true)) <= 12.0 * double(padding));
+  }
 }
 
 TEST_CASE("training state per rank: 16 bytes a parameter without ZeRO-1, 4 + 12 / N with it, experts over their replicas") {
