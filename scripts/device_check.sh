@@ -46,7 +46,11 @@
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
 #           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
-#           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/
+#           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
+#           Sweeps on every source (hybrids-*-all) need data/tokens-all.tar.xz in the carry, made
+#           here by `hylo data prepare --sources all --out data/tokens-all` and
+#           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
+#           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it.
@@ -227,6 +231,11 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
       sweeps=/tmp/hylo_sweeps
       sweep=${ABLATION:-hybrids-small}
       rm -rf "$sweeps"
+      # Sweeps on every source read data/tokens-all, which travels packed (71 MB of shards do not
+      # fit the carry next to the bundle): python's tarfile, since xz may be missing there.
+      if [ -f data/tokens-all.tar.xz ] && [ ! -d data/tokens-all ]; then
+        python3 -m tarfile -e data/tokens-all.tar.xz data/
+      fi
       $hylo sweep "experiments/$sweep.yaml" --local --out "$sweeps" 2>&1 |
         grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
       for run in "$sweeps/$sweep"/*/; do
