@@ -45,7 +45,7 @@
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
-#           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
+#           all-full at the small scale; ABLATION_SET=k=v is passed on as --set), each run then evaluated (val, retrieval, last word) and
 #           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
 #           Sweeps on every source (hybrids-*-all) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
@@ -236,7 +236,7 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
       if [ -f data/tokens-all.tar.xz ] && [ ! -d data/tokens-all ]; then
         python3 -m tarfile -e data/tokens-all.tar.xz data/
       fi
-      $hylo sweep "experiments/$sweep.yaml" --local --out "$sweeps" 2>&1 |
+      $hylo sweep "experiments/$sweep.yaml" --local --out "$sweeps" ${ABLATION_SET:+--set "$ABLATION_SET"} 2>&1 |
         grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
       for run in "$sweeps/$sweep"/*/; do
         echo "-- eval $(basename "$run")" | tee -a "$summary"
