@@ -54,7 +54,16 @@ GradTarget::GradTarget(Var& input, const Shape& shape, const char* what, bool ze
 }
 
 void GradTarget::finish() {
-  if (wanted_ && !accumulate_) input_.accumulate_grad(tensor_);
+  if (!wanted_ || accumulate_) return;
+  if (input_.has_grad()) {
+    input_.accumulate_grad(tensor_);
+    return;
+  }
+  // The buffer is this target's own, so a leaf may keep it: accumulate_grad would copy it, as it
+  // must for buffers it cannot vouch for: a copy of every weight gradient on each first micro-batch.
+  HYLO_CHECK(tensor_.shape() == input_.shape(), "gradient of shape {} for '{}' of shape {}", shape_str(tensor_.shape()),
+             input_.name(), shape_str(input_.shape()));
+  input_.mutable_grad() = std::move(tensor_);
 }
 
 void Var::backward() {

@@ -63,17 +63,11 @@ int64_t Communicator::rows_to_receive(const Tensor& send, Device device, std::sp
   return received;
 }
 
-int64_t Communicator::part_size(const Tensor& flat, const Tensor* part, Device device) const {
+int64_t Communicator::part_size(const Tensor& flat, Device device) const {
   HYLO_CHECK(flat.device() == device && flat.dim() == 1 && flat.is_contiguous() && flat.numel() % size_ == 0,
              "ZeRO-1: a flat {} tensor of a multiple of {} elements expected, got {} on {}", device_name(device), size_,
              shape_str(flat.shape()), device_name(flat.device()));
-  const int64_t n = flat.numel() / size_;
-  HYLO_CHECK(!part || (part->device() == device && part->is_contiguous() && part->numel() == n &&
-                       part->dtype() == flat.dtype()),
-             "ZeRO-1: the part of a flat {} tensor over {} ranks must hold {} contiguous {} elements, got {} {}",
-             shape_str(flat.shape()), size_, n, dtype_name(flat.dtype()), part ? shape_str(part->shape()) : "none",
-             part ? dtype_name(part->dtype()) : "");
-  return n;
+  return flat.numel() / size_;
 }
 
 void abort_job(int exit_code) {

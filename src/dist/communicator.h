@@ -25,10 +25,10 @@ class Communicator {
   // on the communicator's own stream after the work already queued on the compute stream.
   virtual void start_sum(std::vector<Tensor> tensors) = 0;
   // Starts a sum over ranks of `flat` (1-D, contiguous, numel a multiple of size(), dtypes as
-  // start_sum's) of which this rank receives part rank(), elements [rank() n, (rank() + 1) n) for
-  // n = part.numel(), into `part` (same dtype): a reduce-scatter, ZeRO-1's gradient sum. wait()
-  // finishes it.
-  virtual void start_reduce_scatter(Tensor flat, Tensor part) = 0;
+  // start_sum's) of which this rank keeps part rank() only: elements [rank() n, (rank() + 1) n) for
+  // n = numel / size() hold their sums, the other parts are left undefined. A reduce-scatter in
+  // place, ZeRO-1's gradient sum. wait() finishes it.
+  virtual void start_reduce_scatter(Tensor flat) = 0;
   // After it the started sums are in place (on CUDA: ordered before the compute stream's next work).
   virtual void wait() = 0;
   // Every rank's part q of `flat` (laid out as in start_reduce_scatter, each rank's own part
@@ -58,9 +58,9 @@ class Communicator {
   // returns the number of rows this rank receives.
   int64_t rows_to_receive(const Tensor& send, Device device, std::span<const int64_t> send_rows,
                           std::span<const int64_t> recv_rows) const;
-  // Checks a reduce-scatter's or all-gather's flat tensor (and the part, if given) against the ranks
-  // and `device`; returns the elements of one part.
-  int64_t part_size(const Tensor& flat, const Tensor* part, Device device) const;
+  // Checks a reduce-scatter's or all-gather's flat tensor against the ranks and `device`; returns
+  // the elements of one part.
+  int64_t part_size(const Tensor& flat, Device device) const;
 
   int rank_ = 0, size_ = 1;
 };

@@ -97,14 +97,15 @@ void check_f32(const Tensor& flat) {
 
 }  // namespace
 
-void MpiCommunicator::start_reduce_scatter(Tensor flat, Tensor part) {
-  const int n = part_count(part_size(flat, &part, Device::cpu));
+void MpiCommunicator::start_reduce_scatter(Tensor flat) {
+  const int n = part_count(part_size(flat, Device::cpu));
   check_f32(flat);
   auto p = std::make_unique<Pending>();
-  check_mpi(MPI_Ireduce_scatter_block(flat.data<float>(), part.data<float>(), n, MPI_FLOAT, MPI_SUM, comm_,
-                                      &p->request),
+  check_mpi(MPI_Ireduce_scatter_block(MPI_IN_PLACE, flat.data<float>(), n, MPI_FLOAT, MPI_SUM, comm_, &p->request),
             "MPI_Ireduce_scatter_block");
-  p->tensors = {std::move(flat), std::move(part)};  // kept alive, not unpacked
+  p->part_at = int64_t(rank_) * n;
+  p->part_size = n;
+  p->tensors = {std::move(flat)};  // kept alive
   pending_.push_back(std::move(p));
   progress();
 }
@@ -122,12 +123,16 @@ void MpiCommunicator::wait() {
   for (auto& p : pending_) {
     check_mpi(MPI_Wait(&p->request, MPI_STATUS_IGNORE), "MPI_Wait");  // at once if MPI_Test finished it
     if (!p->buffer.empty()) unpack(p->buffer, p->tensors);
+    if (p->part_at > 0) {  // from the start of the tensor, [0, n), to [rank n, (rank + 1) n): no overlap
+      float* flat = p->tensors[0].data<float>();
+      std::memcpy(flat + p->part_at, flat, size_t(p->part_size) * sizeof(float));
+    }
   }
   pending_.clear();
 }
 
 void MpiCommunicator::all_gather(Tensor flat) {
-  const int n = part_count(part_size(flat, nullptr, Device::cpu));
+  const int n = part_count(part_size(flat, Device::cpu));
   check_f32(flat);
   check_mpi(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, flat.data<float>(), n, MPI_FLOAT, comm_),
             "MPI_Allgather");

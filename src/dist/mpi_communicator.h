@@ -21,7 +21,7 @@ class MpiCommunicator : public Communicator {
   ~MpiCommunicator() override;
 
   void start_sum(std::vector<Tensor> tensors) override;
-  void start_reduce_scatter(Tensor flat, Tensor part) override;
+  void start_reduce_scatter(Tensor flat) override;
   void wait() override;
   void all_gather(Tensor flat) override;
   void sum(std::span<double> values) override;
@@ -39,11 +39,13 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD: its own message space
 
  private:
-  // One started sum: its tensors packed into `buffer` while the reduction runs (a reduce-scatter
-  // reads and writes its tensors directly, and unpacks nothing).
+  // One started sum: its tensors packed into `buffer` while the reduction runs. A reduce-scatter
+  // reads and writes its one tensor directly; MPI leaves this rank's sums at its start, and
+  // `part_at` (when not 0) is where they belong.
   struct Pending {
     std::vector<Tensor> tensors;
     std::vector<float> buffer;
+    int64_t part_at = 0, part_size = 0;
     MPI_Request request = MPI_REQUEST_NULL;
   };
   void progress();  // gives the started collectives a turn

@@ -84,11 +84,7 @@ void GradientSync::start_flats(size_t bucket) {
     const ZeroLayout::Flat& f = flats[k];
     dist::Communicator& comm = zero_->comm(f);
     if (f.experts && comm.size() == 1) continue;  // each rank owns all of it: the gradients are the sums
-    const Tensor& grad = params_[f.params[0]].var.grad();
-    Tensor flat = zero_->pack(f, [&](size_t i) { return params_[i].var.grad(); }, grad.dtype(), grad.device());
-    Tensor part = Tensor::empty({zero_->part_size(f)}, grad.dtype(), grad.device(), "zero part");
-    comm.start_reduce_scatter(std::move(flat), part);
-    parts_.push_back({bucket, k, std::move(part)});
+    comm.start_reduce_scatter(zero_->flat_grads(bucket, k, params_));
   }
 }
 
@@ -107,11 +103,6 @@ void GradientSync::finish() {
   start_ready_buckets();
   comm_.wait();
   if (expert_replicas_) expert_replicas_->wait();
-  for (const Part& p : parts_)
-    zero_->unpack_part(zero_->flats(p.bucket)[p.flat], p.sum, [&](size_t i) {
-      return element_range(params_[i].var.grad(), zero_->owned()[i]);
-    });
-  parts_.clear();
   armed_ = false;
 }
 

@@ -21,8 +21,9 @@ class GradientSync {
  public:
   // Sums `buckets` (gradient_buckets) over `comm`. `expert_replicas`: under expert parallelism the
   // expert shards' sums run over the ranks that hold the same experts instead (a group of one sums
-  // nothing). `zero`: under ZeRO-1 each bucket's flat vectors are reduce-scattered, and each rank
-  // receives the sum of the elements it owns only (train/zero.h; the same buckets). Installs the
+  // nothing). `zero`: under ZeRO-1 each bucket's flat vectors of gradients are reduce-scattered in
+  // place, and each rank receives the sums of the elements it owns only (train/zero.h; the same
+  // buckets; its zero_grads() before each step). Installs the
   // grad-ready hooks: the object must outlive every backward of `params`, and not move.
   GradientSync(ParamList& params, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
                dist::Communicator* expert_replicas = nullptr, const ZeroLayout* zero = nullptr);
@@ -46,11 +47,6 @@ class GradientSync {
   dist::Communicator* expert_replicas_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
   const ZeroLayout* zero_;
-  struct Part {  // ZeRO-1: what this rank receives of flat vector `flat` of bucket `bucket`
-    size_t bucket, flat;
-    Tensor sum;
-  };
-  std::vector<Part> parts_;  // this step's
   std::vector<size_t> bucket_of_;             // per parameter
   std::vector<size_t> waiting_;               // per bucket: gradients not yet final
   std::vector<bool> ready_;                   // per parameter, this step

@@ -331,7 +331,10 @@ int Trainer::run() {
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     beat(fmt::format("step {}", step + 1));
-    optimizer_->zero_grad();
+    if (zero_)
+      zero_->zero_grads(model_->parameters());
+    else
+      optimizer_->zero_grad();
     const double lr = schedule_.at(step);
     const double loss = train_step();
     const double norm = grad_norm();

@@ -54,15 +54,6 @@ Tensor ZeroLayout::pack(const Flat& f, const std::function<Tensor(size_t)>& whol
   return flat;
 }
 
-void ZeroLayout::unpack_part(const Flat& f, const Tensor& part, const std::function<Tensor(size_t)>& owned_of) const {
-  for (size_t k = 0; k < f.params.size(); ++k) {
-    const ElementRange r = owned_[f.params[k]];
-    if (r.size() == 0) continue;
-    const int64_t at = f.offset[k] + r.begin - part_begin(f);
-    owned_of(f.params[k]).copy_from(part.slice(0, at, at + r.size()));
-  }
-}
-
 Tensor ZeroLayout::gather(const Flat& f, const std::function<Tensor(size_t)>& owned_of, DType dtype,
                           Device device) const {
   Tensor flat = Tensor::zeros({f.length}, dtype, device, "zero gather");
@@ -82,22 +73,52 @@ Tensor ZeroLayout::param_view(const Tensor& flat, const Flat& f, size_t k, const
 
 void ZeroLayout::bind_values(ParamList& params) {
   HYLO_CHECK(values_.empty() && params.size() == owned_.size(), "ZeRO-1: bind_values once, on the layout's parameters");
-  for (const std::vector<Flat>& bucket : flats_)
+  for (const std::vector<Flat>& bucket : flats_) {
+    values_.emplace_back();
     for (const Flat& f : bucket) {
       const Tensor& first = params[f.params[0]].var.value();
-      values_.push_back(pack(f, [&](size_t i) { return params[i].var.value(); }, first.dtype(), first.device()));
+      values_.back().push_back(pack(f, [&](size_t i) { return params[i].var.value(); }, first.dtype(), first.device()));
       for (size_t k = 0; k < f.params.size(); ++k) {
         Tensor& value = params[f.params[k]].var.mutable_value();
-        value = param_view(values_.back(), f, k, value.shape());
+        value = param_view(values_.back().back(), f, k, value.shape());
       }
     }
+  }
 }
 
 void ZeroLayout::share_updated_values() {
   HYLO_CHECK(!values_.empty(), "ZeRO-1: share_updated_values before bind_values");
-  size_t at = 0;
-  for (const std::vector<Flat>& bucket : flats_)
-    for (const Flat& f : bucket) comm(f).all_gather(values_[at++]);
+  for (size_t b = 0; b < flats_.size(); ++b)
+    for (size_t k = 0; k < flats_[b].size(); ++k) comm(flats_[b][k]).all_gather(values_[b][k]);
+}
+
+void ZeroLayout::zero_grads(ParamList& params) {
+  HYLO_CHECK(params.size() == owned_.size(), "ZeRO-1: zero_grads on {} parameters, the layout has {}", params.size(),
+             owned_.size());
+  const bool first = grads_.empty();
+  if (first) grads_.resize(flats_.size());
+  for (size_t b = 0; b < flats_.size(); ++b)
+    for (size_t k = 0; k < flats_[b].size(); ++k) {
+      const Flat& f = flats_[b][k];
+      if (first) {
+        const Tensor& value = params[f.params[0]].var.value();
+        grads_[b].push_back(Tensor::empty({f.length}, value.dtype(), value.device(), "zero grads"));
+      }
+      grads_[b][k].fill_(0.0);  // the padding too: it is summed with the rest
+      for (size_t j = 0; j < f.params.size(); ++j) {
+        Var& var = params[f.params[j]].var;
+        var.mutable_grad() = param_view(grads_[b][k], f, j, var.shape());
+      }
+    }
+}
+
+const Tensor& ZeroLayout::flat_grads(size_t bucket, size_t k, const ParamList& params) const {
+  HYLO_CHECK(bucket < grads_.size(), "ZeRO-1: gradients summed before zero_grads");
+  const Tensor& flat = grads_[bucket][k];
+  for (size_t i : flats_[bucket][k].params)
+    HYLO_CHECK(params[i].var.has_grad() && params[i].var.grad().same_storage(flat),
+               "ZeRO-1: the gradient of {} was replaced instead of accumulated into its flat vector", params[i].name);
+  return flat;
 }
 
 OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,

@@ -3,8 +3,9 @@
 // out as one flat vector per class of parameters: the replicated ones, over every rank, and under
 // expert parallelism the expert shards, over the ranks that hold the same experts. Rank r of a
 // class's ranks owns the r-th of the vector's equal parts, whichever parameters it cuts through.
-// Per step the gradients are reduce-scattered into the parts, each rank updates the elements it
-// owns (AdamW over element ranges) and the new values are all-gathered. Every rank thus keeps 1/N
+// The parameters' values and gradients are views of these vectors. Per step the gradients are
+// reduce-scattered in place, each rank updates the elements it owns (AdamW over element ranges),
+// which lands in its part of the values, and the values are all-gathered in place. Every rank thus keeps 1/N
 // of the moments (and on CUDA of the fp32 masters), to within the padding. The checkpoint format
 // stays per parameter (gathered on rank 0), so a ZeRO-1 checkpoint resumes without ZeRO-1 or on
 // another number of ranks.
@@ -51,11 +52,8 @@ class ZeroLayout {
   dist::Communicator& comm(const Flat& f) const { return groups_.of(f.experts); }
 
   // A new flat vector of `f` holding `whole(param)` (a tensor of the parameter's shape) of each of
-  // its parameters, zeros between them: what the ranks reduce-scatter.
+  // its parameters, zeros between them.
   Tensor pack(const Flat& f, const std::function<Tensor(size_t param)>& whole, DType dtype, Device device) const;
-  // After the reduce-scatter of `f`: the elements of `part` (this rank's part) copied into
-  // `owned_of(param)` (the 1-D tensor of the parameter's owned elements) for each parameter.
-  void unpack_part(const Flat& f, const Tensor& part, const std::function<Tensor(size_t param)>& owned_of) const;
   // A new flat vector of `f` in which every rank's part holds what its owner gave as
   // `owned_of(param)`: an all-gather over the class's ranks, which all must call it.
   Tensor gather(const Flat& f, const std::function<Tensor(size_t param)>& owned_of, DType dtype, Device device) const;
@@ -70,6 +68,14 @@ class ZeroLayout {
   // After the owners' updates: every rank's part of the values gathered onto every rank of its
   // class, straight into the parameters (bind_values first).
   void share_updated_values();
+  // Gives every parameter a zero gradient that is a view of a flat vector of this layout (made on
+  // the first call, in the values' dtype), so that backward accumulates straight into what the
+  // ranks reduce-scatter: no copy, and no second buffer of gradients. Call before each step's first
+  // backward instead of the optimizer's zero_grad().
+  void zero_grads(ParamList& params);
+  // The gradients of bucket b's flat vector k (zero_grads first): GradientSync reduce-scatters it
+  // once `params`' gradients in it are final, and fails if one was replaced instead of added to.
+  const Tensor& flat_grads(size_t bucket, size_t k, const ParamList& params) const;
 
   // This rank's part of `f`: [part_begin(f), part_begin(f) + part_size(f)).
   int64_t part_size(const Flat& f) const { return f.length / comm(f).size(); }
@@ -79,7 +85,9 @@ class ZeroLayout {
   ParallelGroups groups_;
   std::vector<std::vector<Flat>> flats_;  // per bucket
   std::vector<ElementRange> owned_;
-  std::vector<Tensor> values_;  // bind_values: the flat vectors the parameters view, flats in order
+  // The flat vectors the parameters' values (bind_values) and gradients (zero_grads) view, per
+  // bucket as flats_.
+  std::vector<std::vector<Tensor>> values_, grads_;
 };
 
 // Every parameter's fp32 master and moments as CPU tensors of its shape on rank 0 (other ranks get

@@ -1,6 +1,7 @@
 // ZeRO-1's flat layout (train/zero.h): over any number of ranks every element of every parameter
-// has exactly one owner, the parts are equal and aligned, and the flat vectors round-trip; and the
-// per-rank memory that `hylo params --ranks N` reports.
+// has exactly one owner, the parts are equal and aligned, the flat vectors round-trip, and the
+// gradients are views of them that backward accumulates into; and the per-rank memory that
+// `hylo params --ranks N` reports.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -26,7 +27,7 @@ class PretendRanks final : public dist::Communicator {
     size_ = size;
   }
   void start_sum(std::vector<Tensor>) override {}
-  void start_reduce_scatter(Tensor, Tensor) override {}
+  void start_reduce_scatter(Tensor) override {}
   void wait() override {}
   void all_gather(Tensor) override {}
   void sum(std::span<double>) override {}
@@ -108,7 +109,7 @@ TEST_CASE("ZeRO-1 flat layout under expert parallelism: expert shards owned amon
   check_every_element_owned_once(params, size_t(25) << 20, 4, 2);
 }
 
-TEST_CASE("ZeRO-1 flat vectors: pack, take the part, gather and view give back each parameter's elements") {
+TEST_CASE("ZeRO-1 flat vectors: pack, gather and view give back each parameter's elements") {
   ModelConfig c = test::small_hybrid(64);
   Transformer model(c, 3);
   const ParamList& params = model.parameters();
@@ -117,17 +118,52 @@ TEST_CASE("ZeRO-1 flat vectors: pack, take the part, gather and view give back e
   for (size_t b = 0; b < layout.buckets(); ++b)
     for (const ZeroLayout::Flat& f : layout.flats(b)) {
       const Tensor flat = layout.pack(f, [&](size_t i) { return params[i].var.value(); }, DType::f32, Device::cpu);
-      std::vector<Tensor> copies(params.size());
-      for (size_t i : f.params) copies[i] = Tensor::zeros({params[i].var.value().numel()}, DType::f32);
-      layout.unpack_part(f, flat, [&](size_t i) { return copies[i]; });  // one rank: its part is all
-      const Tensor gathered = layout.gather(f, [&](size_t i) { return copies[i]; }, DType::f32, Device::cpu);
+      const Tensor gathered = layout.gather(f, [&](size_t i) { return element_range(params[i].var.value(), layout.owned()[i]); },
+                                            DType::f32, Device::cpu);  // one rank: it owns all
       for (size_t k = 0; k < f.params.size(); ++k) {
         const Tensor& value = params[f.params[k]].var.value();
         CAPTURE(params[f.params[k]].name);
-        CHECK(copies[f.params[k]].to_vector<float>() == value.view({-1}).to_vector<float>());
+        CHECK(ZeroLayout::param_view(flat, f, k, value.shape()).to_vector<float>() == value.to_vector<float>());
         CHECK(ZeroLayout::param_view(gathered, f, k, value.shape()).to_vector<float>() == value.to_vector<float>());
       }
     }
+}
+
+TEST_CASE("ZeRO-1 gradients: zero views of the flat vectors that backward adds into, each step anew") {
+  ModelConfig c = test::small_hybrid(64);
+  c.tie_embeddings = true;  // one parameter read twice
+  Transformer model(c, 3), plain(c, 3);
+  ParamList& params = model.parameters();
+  dist::SingleProcess one;
+  ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), {one});
+  std::vector<int32_t> ids(18), next(18);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    ids[t] = int32_t(7 * t % 64);
+    next[t] = int32_t((7 * t + 3) % 64);
+  }
+  const Tensor inputs = Tensor::from_vector(ids, {2, 9}), targets = Tensor::from_vector(next, {18});
+  for (int step = 0; step < 2; ++step) {  // the second step's views start from zero again
+    layout.zero_grads(params);
+    for (const Parameter& p : params)
+      for (float g : p.var.grad().to_vector<float>()) REQUIRE(g == 0.f);
+    model.loss(inputs, targets, 64).backward();
+  }
+  plain.loss(inputs, targets, 64).backward();
+  for (size_t b = 0; b < layout.buckets(); ++b)
+    for (size_t k = 0; k < layout.flats(b).size(); ++k) {
+      const ZeroLayout::Flat& f = layout.flats(b)[k];
+      const Tensor& flat = layout.flat_grads(b, k, params);
+      for (size_t j = 0; j < f.params.size(); ++j) {
+        const size_t i = f.params[j];
+        CAPTURE(params[i].name);
+        CHECK(params[i].var.grad().same_storage(flat));
+        CHECK(params[i].var.grad().to_vector<float>() == plain.parameters()[i].var.grad().to_vector<float>());
+      }
+    }
+  // A gradient replaced instead of added to would leave zeros in the flat vector: refused.
+  params[0].var.mutable_grad() = params[0].var.grad().clone();
+  CHECK_THROWS_WITH_AS(layout.flat_grads(layout.buckets() - 1, 0, params),
+                       doctest::Contains("replaced instead of accumulated"), Error);
 }
 
 TEST_CASE("training state per rank: what `hylo params --ranks` says a ZeRO-1 rank keeps is what its layout owns") {

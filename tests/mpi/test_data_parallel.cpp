@@ -62,16 +62,16 @@ TEST_SUITE("ranks") {
     Tensor c = Tensor::from_vector(values_of(rank, 33, 3), {3, 11});
     comm->start_sum({a});
     comm->start_sum({b, c});  // a second message, of two tensors
-    // A reduce-scatter: rank q receives the sums of elements [3q, 3q + 3).
-    Tensor d = Tensor::from_vector(values_of(rank, 6, 4), {6}), part = Tensor::zeros({3}, DType::f32);
-    comm->start_reduce_scatter(d, part);
+    // A reduce-scatter in place: rank q's elements [3q, 3q + 3) receive their sums.
+    Tensor d = Tensor::from_vector(values_of(rank, 6, 4), {6});
+    comm->start_reduce_scatter(d);
     comm->wait();
     for (auto [t, n, salt] : {std::tuple{a, 1000, 1}, std::tuple{b, 7, 2}, std::tuple{c, 33, 3}}) {
       const std::vector<float> v0 = values_of(0, n, salt), v1 = values_of(1, n, salt), got = t.to_vector<float>();
       for (size_t i = 0; i < v0.size(); ++i) REQUIRE(got[i] == v0[i] + v1[i]);
     }
-    const std::vector<float> d0 = values_of(0, 6, 4), d1 = values_of(1, 6, 4), got = part.to_vector<float>();
-    for (size_t i = 0; i < 3; ++i) CHECK(got[i] == d0[3 * size_t(rank) + i] + d1[3 * size_t(rank) + i]);
+    const std::vector<float> d0 = values_of(0, 6, 4), d1 = values_of(1, 6, 4), got = d.to_vector<float>();
+    for (size_t i = 3 * size_t(rank); i < 3 * size_t(rank) + 3; ++i) CHECK(got[i] == d0[i] + d1[i]);
     // An all-gather in place: each rank fills in its part, every rank ends with both.
     Tensor e = Tensor::zeros({8}, DType::f32);
     e.slice(0, 4 * rank, 4 * rank + 4).copy_from(Tensor::from_vector(values_of(rank, 4, 5), {4}));
@@ -137,8 +137,9 @@ TEST_SUITE("ranks") {
     REQUIRE(comm->size() == 2);
     Transformer dp(small_model(true), 5);
     const std::vector<std::vector<size_t>> buckets = gradient_buckets(dp.parameters(), 4096);
-    const ZeroLayout zero(dp.parameters(), buckets, {*comm});
+    ZeroLayout zero(dp.parameters(), buckets, {*comm});
     GradientSync sync(dp.parameters(), *comm, buckets, nullptr, &zero);
+    zero.zero_grads(dp.parameters());
     accumulate_rank_step(dp, comm->rank(), 2, &sync);
     Transformer rank0(small_model(true), 5), rank1(small_model(true), 5);
     accumulate_rank_step(rank0, 0, 2, nullptr);

@@ -55,10 +55,11 @@ class NcclCommunicator final : public MpiCommunicator {
     });
   }
 
-  void start_reduce_scatter(Tensor flat, Tensor part) override {
-    const size_t n = size_t(part_size(flat, &part, Device::cuda));
-    queue({flat, part}, [&] {
-      HYLO_NCCL_CHECK(ncclReduceScatter(flat.raw(), part.raw(), n, nccl_type(flat), ncclSum, nccl_, stream_));
+  // In place (NCCL's form of it: the receive buffer is this rank's part of the send buffer).
+  void start_reduce_scatter(Tensor flat) override {
+    const size_t n = size_t(part_size(flat, Device::cuda));
+    queue({flat}, [&] {
+      HYLO_NCCL_CHECK(ncclReduceScatter(flat.raw(), own_part(flat, n), n, nccl_type(flat), ncclSum, nccl_, stream_));
     });
   }
 
@@ -70,11 +71,9 @@ class NcclCommunicator final : public MpiCommunicator {
 
   // In place: this rank's part is already where the gathered tensor wants it.
   void all_gather(Tensor flat) override {
-    const size_t n = size_t(part_size(flat, nullptr, Device::cuda));
-    queue({flat}, [&] {
-      const char* mine = static_cast<const char*>(flat.raw()) + size_t(rank_) * n * dtype_size(flat.dtype());
-      HYLO_NCCL_CHECK(ncclAllGather(mine, flat.raw(), n, nccl_type(flat), nccl_, stream_));
-    });
+    const size_t n = size_t(part_size(flat, Device::cuda));
+    queue({flat},
+          [&] { HYLO_NCCL_CHECK(ncclAllGather(own_part(flat, n), flat.raw(), n, nccl_type(flat), nccl_, stream_)); });
     wait();
   }
 
@@ -120,6 +119,11 @@ class NcclCommunicator final : public MpiCommunicator {
                "data parallel: NCCL moves contiguous bf16 or f32 CUDA tensors, got {} on {}", dtype_name(t.dtype()),
                device_name(t.device()));
     return bf16 ? ncclBfloat16 : ncclFloat32;
+  }
+
+  // Where this rank's part of `flat` (parts of n elements) starts.
+  void* own_part(const Tensor& flat, size_t n) const {
+    return static_cast<char*>(flat.raw()) + size_t(rank_) * n * dtype_size(flat.dtype());
   }
 
   // `issue`'s NCCL calls as one group (NCCL fuses them), on this communicator's stream after the
