@@ -113,7 +113,8 @@ print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /
         # shellcheck disable=SC2086  # $launch is a command prefix
         OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 $launch $hylo train configs/205m-pbb.yaml \
           --device cuda --run-dir /tmp/dp_cost_$run --overwrite --set train.steps=20 --set train.eval_every=0 \
-          --set train.checkpoint_every=1000 --set train.zero1=$zero 2>&1 | grep -E "^step +20/|error"
+          --set train.checkpoint_every=1000 --set train.zero1=$zero 2>&1 |
+          grep -E "^step +20/|error|^peak device memory" | sed 's/ (by category.*//' | tee -a "$summary"
         cp /tmp/dp_cost_$run/metrics.jsonl "$OUT/dp_cost_${run}_metrics.jsonl"
         echo "dp_cost $run: $(python3 -c 'import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])][5:]
