@@ -53,19 +53,22 @@
 #           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
-# files); summary.txt is also copied next to it.
+# files); summary.txt is also copied next to it. Both are rewritten after every stage, so a call cut
+# off by its time limit still returns the stages it finished. For the same reason run the script
+# bare, not through `| tail`: tail prints nothing until its input ends, and a call killed before
+# then comes back with no output at all.
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
 #                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/
 # Device call: carry [".devbundle", "data/tokens", ".peers"] (ablation: also "data/tokenizer", which
 # the last-word task reads), command: scripts/device_check.sh STAGE...
-# (a cold machine takes ~60 s before the first stage; tests ~20 s, bench ~60 s, torch ~60 s,
-# ablation ~4 min for hybrids-small's 9 runs).
+# (a cold machine takes ~60 s before the first stage, and 1-2 minutes of device time; tests ~20 s,
+# bench ~60 s, torch ~60 s, ablation ~4 min for hybrids-small's 9 runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hylo_out}
 FINAL_OUT=$OUT
-OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz at the end
+OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz after each stage
 mkdir -p "$FINAL_OUT"
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
@@ -248,9 +251,9 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
       (cd "$sweeps" && find "$sweep" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT" ;;
     *) echo "unknown stage $stage" ;;
   esac
+  tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
+  cp "$summary" "$FINAL_OUT/summary.txt"
 done
 
-tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
-cp "$summary" "$FINAL_OUT/summary.txt"
 echo "== summary"
 cat "$summary"
