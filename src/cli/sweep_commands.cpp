@@ -268,9 +268,22 @@ std::optional<fs::path> find_script(const std::string& name) {
   return std::nullopt;
 }
 
-// Runs that differ only in train.seed, one line per group (keys in `keys` order, the seed left
-// out): how many seeds finished, and the mean and standard deviation over them of each of
-// `columns`. Empty when the sweep does not vary the seed.
+// Mean and sample standard deviation (0 for one value).
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+  double mean = 0, squares = 0;
+  for (double x : v) mean += x / double(v.size());
+  for (double x : v) squares += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0};
+}
+
+// Runs that differ only in train.seed, grouped (keys in `keys` order, the seed left out), in two
+// tables:
+// - per group, how many seeds finished, and the mean and standard deviation of each of `columns`;
+// - per group after the first, its differences from the first group, paired by seed, as mean and
+//   standard error. The seed sets the initialisation and the data order, the same for every group,
+//   and it moves every group alike (experiments/results/hybrids_all.md), so the pairs resolve
+//   differences that the spread over seeds hides.
+// Empty when the sweep does not vary the seed.
 std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
                          const std::vector<std::string>& columns) {
   const std::string seed = "train.seed";
@@ -286,30 +299,58 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
     it->second.push_back(&row);
   }
-  std::string table = "|", rule = "|";
-  for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
-  table += " seeds |", rule += "---|";
-  for (const std::string& c : columns) table += " " + c + " (mean ± sd) |", rule += "---|";
-  table += "\n" + rule + "\n";
+  auto header = [&](const std::string& count, const std::string& suffix) {
+    std::string table = "|", rule = "|";
+    for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
+    table += " " + count + " |", rule += "---|";
+    for (const std::string& c : columns) table += " " + c + suffix + " |", rule += "---|";
+    return table + "\n" + rule + "\n";
+  };
+  auto value = [](const ReportRow& row, const std::string& c) -> std::optional<double> {
+    auto it = row.values.find(c);
+    return it == row.values.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  auto cell = [](const std::vector<double>& v, bool standard_error) {
+    if (v.empty()) return std::string(" - |");
+    const auto [mean, sd] = mean_sd(v);
+    const double spread = standard_error ? sd / std::sqrt(double(v.size())) : sd;
+    return " " + format_value(mean) + (v.size() > 1 ? " ± " + format_value(spread) : "") + " |";
+  };
+
+  std::string spread = header("seeds", " (mean ± sd)");
   for (const auto& [label, members] : groups) {
-    table += "|" + label + fmt::format(" {} |", members.size());
+    spread += "|" + label + fmt::format(" {} |", members.size());
     for (const std::string& c : columns) {
       std::vector<double> v;
       for (const ReportRow* row : members)
-        if (auto it = row->values.find(c); it != row->values.end()) v.push_back(it->second);
-      if (v.empty()) {
-        table += " - |";
-        continue;
-      }
-      double mean = 0, squares = 0;
-      for (double x : v) mean += x / double(v.size());
-      for (double x : v) squares += (x - mean) * (x - mean);
-      const double sd = v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0;
-      table += " " + format_value(mean) + (v.size() > 1 ? " ± " + format_value(sd) : "") + " |";
+        if (auto x = value(*row, c)) v.push_back(*x);
+      spread += cell(v, false);
     }
-    table += "\n";
+    spread += "\n";
   }
-  return "\nOver seeds (runs that differ only in train.seed):\n\n" + table;
+  std::string out = "\nOver seeds (runs that differ only in train.seed):\n\n" + spread;
+  if (groups.size() < 2) return out;
+
+  std::string paired = header("pairs", " − first (mean ± se)");
+  const auto& first = groups.front().second;
+  for (size_t g = 1; g < groups.size(); ++g) {
+    std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
+    for (const ReportRow* row : groups[g].second)
+      for (const ReportRow* base : first)
+        if (base->overrides.at(seed) == row->overrides.at(seed)) pairs.emplace_back(row, base);
+    paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
+    for (const std::string& c : columns) {
+      std::vector<double> d;
+      for (const auto& [row, base] : pairs)
+        if (auto x = value(*row, c), y = value(*base, c); x && y) d.push_back(*x - *y);
+      paired += cell(d, true);
+    }
+    paired += "\n";
+  }
+  return out +
+         "\nPaired by seed (each group minus the first group above, over the seeds both finished; se: the "
+         "standard error of the mean difference):\n\n" +
+         paired;
 }
 
 }  // namespace

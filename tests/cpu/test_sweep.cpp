@@ -220,7 +220,7 @@ TEST_CASE("sweep --set applies to every point after the file's set, and refuses 
   }
 }
 
-TEST_CASE("report sums up runs that differ only in the seed: seeds, mean and standard deviation") {
+TEST_CASE("report sums up runs that differ only in the seed: mean and standard deviation, and differences paired by seed") {
   SweepWorkspace ws("seeds");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
                                               "set: {model.local.window: 8}\ngrid: {train.seed: [1, 2]}\n");
@@ -244,6 +244,22 @@ TEST_CASE("report sums up runs that differ only in the seed: seeds, mean and sta
     CHECK(std::stod(line.substr(val)) == doctest::Approx(mean).epsilon(1e-3));
     CHECK(std::stod(line.substr(line.find(" ± ", val) + 4)) == doctest::Approx(sd).epsilon(0.05));
   }
+  // Paired by seed: swa minus pbb seed by seed, then the mean and standard error of the two.
+  auto val_loss = [&](const char* run) { return std::stod(last_metric(dir / run, "val_loss")); };
+  const double d1 = val_loss("02_kind-swa_seed-1") - val_loss("00_kind-pbb_seed-1"),
+               d2 = val_loss("03_kind-swa_seed-2") - val_loss("01_kind-pbb_seed-2");
+  const size_t paired = md.find("Paired by seed");
+  REQUIRE(paired != std::string::npos);
+  CHECK(md.find("| model.local.kind | pairs | loss − first (mean ± se) | val_loss − first (mean ± se) |", paired) !=
+        std::string::npos);
+  CHECK(md.find("| pbb |", paired) == std::string::npos);  // the first group is what the others are measured from
+  const size_t at = md.find("| swa | 2 | ", paired);
+  REQUIRE(at != std::string::npos);
+  const std::string line = md.substr(at, md.find('\n', at) - at);
+  CAPTURE(line);
+  const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
+  CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
+  CHECK(std::fabs(std::stod(line.substr(line.find(" ± ", val) + 4)) - std::fabs(d1 - d2) / 2) < 1e-4);
 }
 
 TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
