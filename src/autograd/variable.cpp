@@ -59,8 +59,8 @@ void GradTarget::finish() {
     input_.accumulate_grad(tensor_);
     return;
   }
-  // The buffer is this target's own, so a leaf may keep it: accumulate_grad would copy it, as it
-  // must for buffers it cannot vouch for: a copy of every weight gradient on each first micro-batch.
+  // The buffer is this target's own, so a leaf may keep it. accumulate_grad copies what a leaf is
+  // handed, not knowing who else holds it: through it, every weight gradient was copied once a step.
   HYLO_CHECK(tensor_.shape() == input_.shape(), "gradient of shape {} for '{}' of shape {}", shape_str(tensor_.shape()),
              input_.name(), shape_str(input_.shape()));
   input_.mutable_grad() = std::move(tensor_);

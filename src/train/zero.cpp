@@ -104,7 +104,7 @@ void ZeroLayout::zero_grads(ParamList& params) {
         const Tensor& value = params[f.params[0]].var.value();
         grads_[b].push_back(Tensor::empty({f.length}, value.dtype(), value.device(), "zero grads"));
       }
-      grads_[b][k].fill_(0.0);  // the padding too: it is summed with the rest
+      grads_[b][k].fill_(0.0);  // one fill, the padding with the rest (its sums are never read)
       for (size_t j = 0; j < f.params.size(); ++j) {
         Var& var = params[f.params[j]].var;
         var.mutable_grad() = param_view(grads_[b][k], f, j, var.shape());
