@@ -39,13 +39,10 @@ static Shape contiguous_strides(const Shape& shape) {
   return strides;
 }
 
-namespace {
-
-// A training step frees and allocates the same large host tensors again (a CPU step's logits chunk
-// alone is ~100 MB). glibc serves blocks above its mmap threshold, at most 32 MB, by fresh mappings,
-// so each step page-faulted them in anew: 18% of a tiny CPU step in the kernel. Served from the
-// heap and never trimmed, they are reused instead: +20% tokens/s, 17% more peak memory
-// (experiments/results/cpu_host_allocator.json).
+// glibc serves blocks above its mmap threshold (at most 32 MB) by fresh mappings, so each CPU step
+// page-faulted its logits chunk in anew: 18% of a tiny CPU step in the kernel. From the heap, never
+// trimmed, the blocks are reused: +20% tokens/s, 17% more peak memory (experiments/results/
+// cpu_host_allocator.json).
 void keep_freed_host_memory() {
 #if defined(__GLIBC__)
   static std::once_flag once;
@@ -56,12 +53,9 @@ void keep_freed_host_memory() {
 #endif
 }
 
-}  // namespace
-
 Storage::Storage(size_t nbytes, Device dev, const char* what) : bytes(nbytes), device(dev) {
   size_t padded = (nbytes + 63) / 64 * 64;
   if (device == Device::cpu) {
-    keep_freed_host_memory();
     data = padded ? std::aligned_alloc(64, padded) : nullptr;
     HYLO_CHECK(data || !padded, "out of host memory allocating {} ({} bytes)", what, nbytes);
     return;

@@ -17,6 +17,11 @@ using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& shape);
 int64_t shape_numel(const Shape& shape);
 
+// Freed host memory stays in the process for the next allocation (glibc: large blocks from the
+// heap instead of fresh mappings, and no trimming). For training on the CPU, whose every step frees
+// and allocates the same large tensors again. Process-wide and lasting; any further call is a no-op.
+void keep_freed_host_memory();
+
 // Owns one allocation; freed through the allocator of its device.
 struct Storage {
   void* data = nullptr;

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/tensor.h"
 #include "train/json_text.h"
 #include "train/suggest.h"
 
@@ -587,7 +588,10 @@ std::string section_to_json(const Config& c, const std::string& section) {
 std::vector<std::string> config_keys() { return schema().leaves; }
 
 Device training_device(const Config& config) {
-  if (config.device == "cpu") return Device::cpu;
+  if (config.device == "cpu") {
+    keep_freed_host_memory();  // CPU steps reuse their large host tensors
+    return Device::cpu;
+  }
   const std::string origin = error_prefix(config);
   HYLO_CHECK(config.device == "cuda", "{}device: expected cpu or cuda, got '{}'", origin, config.device);
 #if !HYLO_WITH_CUDA

@@ -68,7 +68,8 @@ Config config_from_yaml_text(const std::string& yaml, const std::string& origin,
 
 // Throws hylo::Error for impossible or unsupported settings, naming the keys and their values.
 void validate(const Config& config);
-// The device `config.device` names; an error when it is cuda and this build has no CUDA.
+// The device `config.device` names; an error when it is cuda and this build has no CUDA. The CPU
+// comes with keep_freed_host_memory() (core/tensor.h).
 Device training_device(const Config& config);
 
 // Every key with its value, in the field table's order: config_from_yaml_text(to_yaml(c)) == c.
