@@ -63,7 +63,8 @@
 # Device call: carry [".devbundle", "data/tokens", ".peers"] (ablation: also "data/tokenizer", which
 # the last-word task reads), command: scripts/device_check.sh STAGE...
 # (a cold machine takes ~60 s before the first stage, and 1-2 minutes of device time; tests ~20 s,
-# bench ~60 s, torch ~60 s, ablation ~4 min for hybrids-small's 9 runs).
+# bench ~60 s, torch ~60 s; ablation ~4 min for hybrids-small's 9 runs, ~6 min for hybrids-small-all's,
+# ~7 min for hybrids-205m-all's 3; tests + curve + dp + dp_cost + export ran past 323 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hylo_out}
