@@ -66,19 +66,24 @@ double chunks_cpu(const Tensor& H, const Tensor& W, const Tensor& targets, int v
                   Tensor& dW, int64_t rows_per_chunk) {
   const int64_t N = H.size(0), D = H.size(1), V = W.size(0);
   const auto rows_max = static_cast<size_t>(rows_per_chunk);
-  std::vector<T> logits(rows_max * static_cast<size_t>(V)), loss(rows_max), lse(rows_max);
+  // A tensor, not a std::vector: its 64-byte alignment keeps Eigen's vectorised passes over the
+  // logits the same in every process. A vector's 16 bytes let them depend on where the heap put it
+  // once packets are 32 bytes wide (AVX), and runs that must agree bit for bit did not.
+  const Tensor logits_chunk = Tensor::empty({int64_t(rows_max), V}, H.dtype(), Device::cpu, "lm head logits chunk");
+  T* logits = logits_chunk.data<T>();
+  std::vector<T> loss(rows_max), lse(rows_max);
   double total = 0;
   for (int64_t r0 = 0; r0 < N; r0 += rows_per_chunk) {
     const int rows = int(std::min(rows_per_chunk, N - r0));
     const T* h = H.data<T>() + r0 * D;
     const int32_t* t = targets.data<int32_t>() + r0;
-    cpu::gemm<T>(false, true, rows, int(V), int(D), T(1), h, W.data<T>(), T(0), logits.data());
-    cpu::cross_entropy_forward<T>(rows, int(V), v_valid, logits.data(), t, loss.data(), lse.data());
+    cpu::gemm<T>(false, true, rows, int(V), int(D), T(1), h, W.data<T>(), T(0), logits);
+    cpu::cross_entropy_forward<T>(rows, int(V), v_valid, logits, t, loss.data(), lse.data());
     total += total_loss(rows, loss.data(), lse.data(), t, double(z_loss));
     if (!dH.defined()) continue;
-    cpu::cross_entropy_backward<T>(rows, int(V), v_valid, t, lse.data(), scale, z_loss, logits.data());
-    cpu::gemm<T>(false, false, rows, int(D), int(V), T(1), logits.data(), W.data<T>(), T(0), dH.data<T>() + r0 * D);
-    cpu::gemm<T>(true, false, int(V), int(D), rows, T(1), logits.data(), h, r0 ? T(1) : T(0), dW.data<T>());
+    cpu::cross_entropy_backward<T>(rows, int(V), v_valid, t, lse.data(), scale, z_loss, logits);
+    cpu::gemm<T>(false, false, rows, int(D), int(V), T(1), logits, W.data<T>(), T(0), dH.data<T>() + r0 * D);
+    cpu::gemm<T>(true, false, int(V), int(D), rows, T(1), logits, h, r0 ? T(1) : T(0), dW.data<T>());
   }
   return total;
 }
