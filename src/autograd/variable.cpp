@@ -30,13 +30,13 @@ Var Var::from_op(Tensor value, std::vector<Var> inputs, BackwardFn backward) {
   return out;
 }
 
-void Var::accumulate_grad(const Tensor& g) {
+void Var::accumulate_grad(const Tensor& g, bool owned) {
   HYLO_CHECK(g.shape() == shape(), "gradient of shape {} for '{}' of shape {}", shape_str(g.shape()), name(),
              shape_str(shape()));
   if (!node_->grad.defined()) {
-    // A leaf keeps its grad across micro-batches, so it must own the buffer; op-internal
-    // buffers may be adopted as-is.
-    node_->grad = node_->inputs.empty() || g.same_storage(value()) ? g.clone() : g;
+    // A leaf keeps its grad across micro-batches, so it must own the buffer: a buffer it is not
+    // given as its own is copied. Op-internal buffers may be adopted as-is.
+    node_->grad = !owned && (node_->inputs.empty() || g.same_storage(value())) ? g.clone() : g;
     return;
   }
   node_->grad.add_(g);
@@ -54,16 +54,9 @@ GradTarget::GradTarget(Var& input, const Shape& shape, const char* what, bool ze
 }
 
 void GradTarget::finish() {
-  if (!wanted_ || accumulate_) return;
-  if (input_.has_grad()) {
-    input_.accumulate_grad(tensor_);
-    return;
-  }
-  // The buffer is this target's own, so a leaf may keep it. accumulate_grad copies what a leaf is
-  // handed, not knowing who else holds it: through it, every weight gradient was copied once a step.
-  HYLO_CHECK(tensor_.shape() == input_.shape(), "gradient of shape {} for '{}' of shape {}", shape_str(tensor_.shape()),
-             input_.name(), shape_str(input_.shape()));
-  input_.mutable_grad() = std::move(tensor_);
+  // The buffer is this target's own: a leaf keeps it (a copy would cost every weight gradient once
+  // a step).
+  if (wanted_ && !accumulate_) input_.accumulate_grad(tensor_, /*owned=*/true);
 }
 
 void Var::backward() {

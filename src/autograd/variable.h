@@ -40,8 +40,9 @@ class Var {
   void zero_grad() { node_->grad = Tensor(); }
   void set_grad_ready_hook(GradReadyHook hook) { node_->grad_ready = std::move(hook); }
 
-  // Adds g into this Var's gradient (adopting g when there is none yet).
-  void accumulate_grad(const Tensor& g);
+  // Adds g into this Var's gradient (adopting g when there is none yet; a leaf adopts a copy unless
+  // `owned`: g is the caller's own buffer, which nothing else will write).
+  void accumulate_grad(const Tensor& g, bool owned = false);
 
   // Back-propagates from this scalar with d(loss)/d(this) = 1.
   void backward();

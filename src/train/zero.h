@@ -5,8 +5,8 @@
 // class's ranks owns the r-th of the vector's equal parts, whichever parameters it cuts through.
 // The parameters' values and gradients are views of these vectors. Per step the gradients are
 // reduce-scattered in place, each rank updates the elements it owns (AdamW over element ranges),
-// which lands in its part of the values, and the values are all-gathered in place. Every rank thus keeps 1/N
-// of the moments (and on CUDA of the fp32 masters), to within the padding. The checkpoint format
+// which lands in its part of the values, and the values are all-gathered in place. Every rank
+// thus keeps 1/N of the moments (and on CUDA of the fp32 masters), to within the padding. The checkpoint format
 // stays per parameter (gathered on rank 0), so a ZeRO-1 checkpoint resumes without ZeRO-1 or on
 // another number of ranks.
 #pragma once

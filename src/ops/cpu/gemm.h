@@ -5,6 +5,9 @@
 //   op(A) is (M,K): A is stored (M,K), or (K,M) when trans_a
 //   op(B) is (K,N): B is stored (K,N), or (N,K) when trans_b
 // beta == 0 overwrites C without reading it (BLAS semantics: NaN garbage in C is ignored).
+// The last bits depend on the buffers' addresses modulo the vector width (where Eigen's packets
+// start): give it Tensor memory (64-byte aligned) or offsets into it, never a std::vector, so that
+// runs which must agree bit for bit do (experiments/results/cpu_isa_x86_64_v3.json).
 #pragma once
 
 namespace hylo::cpu {
