@@ -1,6 +1,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 
@@ -10,6 +11,9 @@ namespace {
 constexpr uint64_t kCursorVersion = 1;
 constexpr size_t kCursorFields = 10;
 constexpr uint64_t kWordsPerStart = 2;  // Rng::below draws one 64-bit value = two 32-bit words
+// The retrieval mix's stream is rank + 2^32 (the starts' is rank); each row's draws begin at
+// row index x 2^20 words, far more than a span's ~20 draws ever take.
+constexpr uint64_t kSpanStream = uint64_t(1) << 32, kSpanWordsPerRow = uint64_t(1) << 20;
 
 }  // namespace
 
@@ -24,13 +28,14 @@ void check_vocab(const std::string& shard_path, uint64_t model_vocab) {
 }
 
 DataLoader::DataLoader(const std::string& shard_path, int batch_size, int seq_len, int rank, int world_size,
-                       uint64_t seed, bool prefetch)
+                       uint64_t seed, bool prefetch, double retrieval_mix)
     : shard_(shard_path),
       batch_size_(batch_size),
       seq_len_(seq_len),
       rank_(rank),
       world_size_(world_size),
       seed_(seed),
+      retrieval_mix_(retrieval_mix),
       prefetch_(prefetch) {
   HYLO_CHECK(batch_size > 0 && seq_len > 0, "{}: batch size {} and sequence length {} must be positive", shard_path,
              batch_size, seq_len);
@@ -47,6 +52,11 @@ DataLoader::DataLoader(const std::string& shard_path, int batch_size, int seq_le
              shard_path, rank, world_size, slice_tokens, row_tokens, n);
   start_count_ = slice_tokens - row_tokens + 1;
   batches_per_epoch_ = std::max<uint64_t>(1, slice_tokens / (row_tokens * uint64_t(batch_size)));
+  if (retrieval_mix_ > 0) {
+    HYLO_CHECK(row_tokens >= uint64_t(2 * kSpanTokens), "{}: sequences of {} tokens cannot hold a source span and its repeat",
+               shard_path, row_tokens);
+    span_pool_ = common_token_pool(shard_);
+  }
   if (prefetch_) start_prefetch(0);
 }
 
@@ -59,8 +69,18 @@ std::vector<int32_t> DataLoader::make_batch(uint64_t batch_index) const {
     Rng rng{seed_, uint64_t(rank_), (batch_index * uint64_t(batch_size_) + uint64_t(b)) * kWordsPerStart};
     uint64_t start = slice_begin_ + rng.below(start_count_);
     shard_.copy_tokens(start, row, batch.data() + size_t(b) * row);
+    if (retrieval_mix_ > 0) mix_source_span(batch_index * uint64_t(batch_size_) + uint64_t(b), batch.data() + size_t(b) * row);
   }
   return batch;
+}
+
+void DataLoader::mix_source_span(uint64_t row_index, int32_t* row) const {
+  Rng rng{seed_, kSpanStream + uint64_t(rank_), row_index * kSpanWordsPerRow};
+  if (rng.uniform() >= retrieval_mix_) return;
+  const int length = seq_len_ + 1, max_distance = length - 2 * kSpanTokens;
+  const int distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
+  const int source = draw_source_position(rng, length, distance);
+  write_source_span(draw_source_span(rng, span_pool_), source, distance, row);
 }
 
 std::vector<int32_t> DataLoader::next() {

@@ -6,6 +6,12 @@
 // rank). Batch k always uses the random words [2*B*k, 2*B*(k+1)), so a batch is a pure function
 // of (shard, seed, rank, world size, B, T, k): the cursor only needs k, and a background thread
 // can prepare batch k+1 without changing anything.
+//
+// With a retrieval mix (data.retrieval_mix) each row, with that probability, gets a source span
+// and its repeat written over it (data/source_span.h: K and V from the shard's common tokens, the
+// distance log-uniform over what fits, so short and long distances are taught alike). The draws
+// come from a second Philox stream per rank, keyed by the row's index: the rows' start positions
+// are those of the unmixed loader, and a batch is still a function of k.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +23,7 @@
 
 #include "core/rng.h"
 #include "data/shard.h"
+#include "data/source_span.h"
 
 namespace hylo::data {
 
@@ -28,7 +35,7 @@ void check_vocab(const std::string& shard_path, uint64_t model_vocab);
 class DataLoader {
  public:
   DataLoader(const std::string& shard_path, int batch_size, int seq_len, int rank, int world_size, uint64_t seed,
-             bool prefetch = true);
+             bool prefetch = true, double retrieval_mix = 0);
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -55,6 +62,7 @@ class DataLoader {
 
  private:
   std::vector<int32_t> make_batch(uint64_t batch_index) const;
+  void mix_source_span(uint64_t row_index, int32_t* row) const;
   void start_prefetch(uint64_t batch_index);
   void stop_prefetch();
   void prefetch_loop();
@@ -66,6 +74,8 @@ class DataLoader {
   uint64_t start_count_ = 0;  // number of valid sequence starts in the slice
   uint64_t batches_per_epoch_ = 1;
   uint64_t batches_done_ = 0;
+  double retrieval_mix_;
+  std::vector<int32_t> span_pool_;  // the shard's common tokens, when retrieval_mix_ > 0
 
   // Prefetch: the worker fills `ready_` with batch `ready_index_` when `wanted_index_` changes.
   bool prefetch_;

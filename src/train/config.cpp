@@ -21,6 +21,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "data/source_span.h"
 #include "train/json_text.h"
 #include "train/suggest.h"
 
@@ -104,6 +105,7 @@ void visit_fields(C& c, F&& f) {
 
   f(std::string("data.train"), c.data.train, "train_bin train_path train_data");
   f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation");
+  f(std::string("data.retrieval_mix"), c.data.retrieval_mix, "copy_task synthetic_retrieval retrieval_rate");
   f(std::string("device"), c.device, "backend");
 }
 
@@ -532,6 +534,10 @@ void validate(const Config& c) {
           "data.val is empty but train.eval_every={} evaluates on it (path of the validation token shard, or "
           "train.eval_every=0)",
           t.eval_every);
+  ck.within("data.retrieval_mix", c.data.retrieval_mix, 0, 1);
+  ck.need(c.data.retrieval_mix == 0 || t.seq_len >= 2 * data::kSpanTokens,
+          "data.retrieval_mix={} needs train.seq_len >= {} (a source span and its repeat), got {}",
+          format_double(c.data.retrieval_mix), 2 * data::kSpanTokens, t.seq_len);
   ck.one_of("device", c.device, {"cpu", "cuda"});
 }
 

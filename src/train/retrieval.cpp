@@ -12,7 +12,6 @@ namespace hylo {
 
 namespace {
 
-constexpr int kPoolSkip = 100, kPoolSize = 2000;
 constexpr int kFillerTries = 64;  // windows drawn before accepting one that crosses a document separator
 
 std::string bucket_json(const RetrievalBucket& b) {
@@ -28,38 +27,23 @@ std::string bucket_cells(const RetrievalBucket& b) {
 }  // namespace
 
 std::vector<int> default_retrieval_distances(int seq_len) {
-  const int max_d = seq_len - 2 * kRetrievalSpan;
+  const int max_d = seq_len - 2 * data::kSpanTokens;
   std::vector<int> d;
   for (int x = 8; x <= max_d; x *= 4) d.push_back(x);
   if (max_d >= 1 && (d.empty() || d.back() != max_d)) d.push_back(max_d);
   return d;
 }
 
-std::vector<int32_t> retrieval_token_pool(const data::ShardReader& val) {
-  std::vector<uint64_t> count(size_t(val.vocab_size()), 0);
-  for (uint64_t i = 0; i < val.size(); ++i) ++count[val.token(i)];
-  std::vector<int32_t> ids;
-  for (size_t id = 0; id < count.size(); ++id)
-    if (count[id] > 0 && int32_t(id) != data::kEndOfTextId) ids.push_back(int32_t(id));
-  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return count[size_t(a)] > count[size_t(b)]; });
-  // Small test shards have few distinct ids: skip a quarter of them at most.
-  const size_t skip = std::min<size_t>(kPoolSkip, ids.size() / 4);
-  const size_t take = std::min<size_t>(kPoolSize, ids.size() - skip);
-  HYLO_CHECK(take >= size_t(kRetrievalSpan), "{}: only {} distinct token ids, too few for retrieval keys and values",
-             val.path(), ids.size());
-  return std::vector<int32_t>(ids.begin() + int64_t(skip), ids.begin() + int64_t(skip + take));
-}
-
 std::vector<RetrievalItem> build_retrieval_set(const data::ShardReader& val, const RetrievalOptions& options) {
   const int L = options.seq_len;
   const std::vector<int> distances = options.distances.empty() ? default_retrieval_distances(L) : options.distances;
-  HYLO_CHECK(!distances.empty(), "retrieval: seq_len {} is too short (needs >= {})", L, 2 * kRetrievalSpan + 1);
+  HYLO_CHECK(!distances.empty(), "retrieval: seq_len {} is too short (needs >= {})", L, 2 * data::kSpanTokens + 1);
   HYLO_CHECK(val.size() > uint64_t(L), "retrieval: {} holds {} tokens, fewer than seq_len {}", val.path(), val.size(), L);
-  const std::vector<int32_t> pool = retrieval_token_pool(val);
+  const std::vector<int32_t> pool = data::common_token_pool(val);
   std::vector<RetrievalItem> items;
   for (int d : distances) {
-    HYLO_CHECK(d >= 0 && d + 2 * kRetrievalSpan <= L, "retrieval: distance {} does not fit in seq_len {} (max {})", d, L,
-               L - 2 * kRetrievalSpan);
+    HYLO_CHECK(d >= 0 && d + 2 * data::kSpanTokens <= L, "retrieval: distance {} does not fit in seq_len {} (max {})", d, L,
+               L - 2 * data::kSpanTokens);
     Rng rng{options.seed, uint64_t(d)};
     for (int i = 0; i < options.per_distance; ++i) {
       RetrievalItem item;
@@ -74,21 +58,12 @@ std::vector<RetrievalItem> build_retrieval_set(const data::ShardReader& val, con
       }
       item.ids.resize(size_t(L));
       val.copy_tokens(start, uint64_t(L), item.ids.data());
-      // The query position is uniform over where it fits; the source follows from d.
-      item.query = kRetrievalSpan + d + int(rng.below(uint64_t(L - 2 * kRetrievalSpan - d + 1)));
-      item.source = item.query - kRetrievalSpan - d;
-      // 8 distinct pool ids: a key token equal to a value token would make the task ambiguous.
-      std::array<int32_t, kRetrievalSpan> kv{};
-      for (int k = 0; k < kRetrievalSpan; ++k) {
-        int32_t id;
-        do id = pool[rng.below(pool.size())];
-        while (std::find(kv.begin(), kv.begin() + k, id) != kv.begin() + k);
-        kv[size_t(k)] = id;
-      }
-      std::copy_n(kv.begin(), kRetrievalKeyTokens, item.key.begin());
-      std::copy_n(kv.begin() + kRetrievalKeyTokens, kRetrievalValueTokens, item.value.begin());
-      for (int at : {item.source, item.query})
-        std::copy(kv.begin(), kv.end(), item.ids.begin() + at);
+      item.source = data::draw_source_position(rng, L, d);
+      item.query = item.source + data::kSpanTokens + d;
+      const std::array<int32_t, data::kSpanTokens> span = data::draw_source_span(rng, pool);
+      std::copy_n(span.begin(), data::kSpanKeyTokens, item.key.begin());
+      std::copy_n(span.begin() + data::kSpanKeyTokens, data::kSpanValueTokens, item.value.begin());
+      data::write_source_span(span, item.source, d, item.ids.data());
       items.push_back(std::move(item));
     }
   }
@@ -134,7 +109,7 @@ RetrievalResult evaluate_retrieval(const Transformer& model, const Config& confi
   std::vector<ScoredSequence> sequences;
   sequences.reserve(items.size());
   for (const RetrievalItem& item : items)
-    sequences.push_back({item.ids, item.query + kRetrievalKeyTokens, kRetrievalValueTokens});
+    sequences.push_back({item.ids, item.query + data::kSpanKeyTokens, data::kSpanValueTokens});
   const int vocab_valid = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
   const std::vector<SpanScore> scores = score_sequences(model, sequences, vocab_valid, device, options.batch);
   const AttnKindConfig& local = config.model.local;
@@ -176,7 +151,7 @@ std::string RetrievalResult::json() const {
   return fmt::format(
       R"({{"seq_len": {}, "per_distance": {}, "seed": {}, "key_tokens": {}, "value_tokens": {}, "block": {}, )"
       R"("bridge": {}, "by_distance": [{}], "overall": {}{}}})",
-      seq_len, per_distance, seed, kRetrievalKeyTokens, kRetrievalValueTokens, block, bridge, rows_json,
+      seq_len, per_distance, seed, data::kSpanKeyTokens, data::kSpanValueTokens, block, bridge, rows_json,
       bucket_json(overall),
       block > 0 ? fmt::format(R"(, "near": {}, "far": {})", bucket_json(near), bucket_json(far)) : std::string());
 }

@@ -1,23 +1,13 @@
 // Controlled source retrieval (SPEC §5): can the model copy a value it saw d tokens ago?
 //
 // Each sequence is L tokens of held-out text (a window of the val shard without a document
-// separator) with two spans written over it:
-//
-//   position:  0 ..  s     s+4       s+8 ....... q     q+4     q+8 .. L
-//              filler  | K (4) | V (4) | filler (d) | K (4) | V (4) | filler
-//
-// s is the source (the first K token), q = s + 8 + d the query (the repeated K's first token):
-// d counts the filler tokens between the source's last V token and the query. The model reads the
-// whole sequence (teacher forcing); the logits at q+3 .. q+6 predict V. Score: exact match of all
-// four argmaxes (= greedy decoding after the query reproduces V, see train/span_score.h), the
-// per-token hit rate, and the mean log-prob of V's tokens.
-//
-// K and V are 8 distinct ids drawn uniformly from a pool of common tokens: the val shard's ids
-// ranked by count (ties to the lower id, 50256 excluded), skipping the 100 most frequent
-// (punctuation, "the", newlines: tokens a model predicts from the filler alone) and keeping the
-// next 2000. Every trained model has learned embeddings for them, and a 4-token K is in practice
-// unique in the sequence. Everything depends only on (val shard, seed, L, distances, N): every
-// model sees the same sequences, whatever its architecture.
+// separator) with a source span K V written at s and again at the query q = s + 8 + d
+// (data/source_span.h): d counts the text tokens between the source's last V token and the query.
+// The model reads the whole sequence (teacher forcing); the logits at q+3 .. q+6 predict V. Score:
+// exact match of all four argmaxes (= greedy decoding after the query reproduces V, see
+// train/span_score.h), the per-token hit rate, and the mean log-prob of V's tokens. K and V come
+// from the val shard's common-token pool. Everything depends only on (val shard, seed, L,
+// distances, N): every model sees the same sequences, whatever its architecture.
 //
 // Reporting by the query's block offset r = q mod b: "near" r in [0, w) (the query sits in a PBB
 // layer's bridge, where the previous block is visible in full), "far" r in [w, b). b, w come from
@@ -29,14 +19,12 @@
 #include <vector>
 
 #include "data/shard.h"
+#include "data/source_span.h"
 #include "nn/transformer.h"
 #include "train/config.h"
 #include "train/span_score.h"
 
 namespace hylo {
-
-inline constexpr int kRetrievalKeyTokens = 4, kRetrievalValueTokens = 4;
-inline constexpr int kRetrievalSpan = kRetrievalKeyTokens + kRetrievalValueTokens;
 
 struct RetrievalOptions {
   int seq_len = 0;         // L
@@ -54,13 +42,10 @@ struct RetrievalItem {
   int distance = 0;
   int source = 0;  // s: position of the source's first K token
   int query = 0;   // q = s + 8 + distance: position of the repeated K's first token
-  std::array<int32_t, kRetrievalKeyTokens> key{};
-  std::array<int32_t, kRetrievalValueTokens> value{};
+  std::array<int32_t, data::kSpanKeyTokens> key{};
+  std::array<int32_t, data::kSpanValueTokens> value{};
   std::vector<int32_t> ids;  // (L)
 };
-
-// The pool K and V are drawn from (see above), in rank order.
-std::vector<int32_t> retrieval_token_pool(const data::ShardReader& val);
 
 // N items per distance, distance by distance. Item i of distance d comes from the Philox stream
 // (seed, d), so asking for fewer items gives a prefix of the same set.
@@ -71,8 +56,8 @@ struct RetrievalBucket {
   double logprob = 0;  // summed over all value tokens
   void add(const SpanScore& s);
   double accuracy() const { return n ? double(exact) / n : 0.0; }
-  double token_accuracy() const { return n ? double(correct_tokens) / (double(n) * kRetrievalValueTokens) : 0.0; }
-  double mean_logprob() const { return n ? logprob / (double(n) * kRetrievalValueTokens) : 0.0; }
+  double token_accuracy() const { return n ? double(correct_tokens) / (double(n) * data::kSpanValueTokens) : 0.0; }
+  double mean_logprob() const { return n ? logprob / (double(n) * data::kSpanValueTokens) : 0.0; }
 };
 
 struct RetrievalRow {

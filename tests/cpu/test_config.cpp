@@ -141,7 +141,7 @@ TEST_CASE("config: unknown keys name the nearest valid key") {
         "--set train.lerning_rate=1: unknown key 'train.lerning_rate' (did you mean 'train.lr'?)");
   // Nothing close: the valid keys of that section are listed instead.
   std::string msg = yaml_error("data:\n  zzzzzzzzzz: 1\n");
-  CHECK(msg == "configs/x.yaml: unknown key 'data.zzzzzzzzzz' (valid keys under 'data': train, val)");
+  CHECK(msg == "configs/x.yaml: unknown key 'data.zzzzzzzzzz' (valid keys under 'data': train, val, retrieval_mix)");
 }
 
 TEST_CASE("config: wrong types name the key and the value") {
@@ -216,6 +216,13 @@ TEST_CASE("config: validate rejects impossible shapes with the key and values") 
   expect_invalid([](Config& c) { c.train.steps = -1; }, "train.steps=-1 must be >= 0");
   expect_invalid([](Config& c) { c.train.beta2 = 1.0; }, "train.beta2=1 must be in [0, 1)");
   expect_invalid([](Config& c) { c.device = "tpu"; }, "device='tpu' is not one of cpu, cuda");
+  expect_invalid([](Config& c) { c.data.retrieval_mix = 1.5; }, "data.retrieval_mix=1.5 must be in [0, 1]");
+  expect_invalid(
+      [](Config& c) {
+        c.data.retrieval_mix = 0.1;
+        c.train.seq_len = 12;
+      },
+      "data.retrieval_mix=0.1 needs train.seq_len >= 16");
   // The source file prefixes the message.
   Config c;
   c.source_path = "configs/x.yaml";

@@ -110,7 +110,7 @@ TEST_CASE("retrieval set: deterministic per seed, prefix-stable, K V placed exac
   ScratchDir scratch("retrieval_set");
   write_val_shard(scratch / "val.bin", {{"gutenberg", prose(1, 600)}, {"brown", prose(2, 600)}}, false);
   const data::ShardReader val(scratch / "val.bin");
-  const std::vector<int32_t> pool = retrieval_token_pool(val);
+  const std::vector<int32_t> pool = data::common_token_pool(val);
   REQUIRE(pool.size() >= 8);
   CHECK(std::find(pool.begin(), pool.end(), data::kEndOfTextId) == pool.end());
 
@@ -144,8 +144,8 @@ TEST_CASE("retrieval set: deterministic per seed, prefix-stable, K V placed exac
     CAPTURE(item.distance);
     CHECK(item.ids.size() == 160);
     CHECK(item.source >= 0);
-    CHECK(item.query == item.source + kRetrievalSpan + item.distance);
-    CHECK(item.query + kRetrievalSpan <= 160);
+    CHECK(item.query == item.source + data::kSpanTokens + item.distance);
+    CHECK(item.query + data::kSpanTokens <= 160);
     for (int k = 0; k < 4; ++k) {
       CHECK(item.ids[size_t(item.source + k)] == item.key[size_t(k)]);
       CHECK(item.ids[size_t(item.source + 4 + k)] == item.value[size_t(k)]);
@@ -178,7 +178,7 @@ TEST_CASE("retrieval scoring: an induction oracle scores 100%, a uniform model 0
   constexpr int kVocab = 50304, kValid = 50257;
   std::vector<SpanScore> oracle, uniform;
   for (const RetrievalItem& item : items) {
-    const int first = item.query + kRetrievalKeyTokens;
+    const int first = item.query + data::kSpanKeyTokens;
     const std::vector<int32_t> targets(item.value.begin(), item.value.end());
     std::vector<float> rows = induction_rows(item.ids, first, 4, kVocab);
     for (int i = 0; i < 4; ++i) rows[size_t(i) * kVocab + kValid + 3] = 1e4f;  // padding ids never win

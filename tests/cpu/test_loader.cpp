@@ -1,9 +1,10 @@
-// DataLoader: determinism, disjoint covering rank slices, bit-identical resume from a cursor, and
-// prefetch that never changes a batch. The synthetic shard holds token i at position i, so a
+// DataLoader: determinism, disjoint covering rank slices, bit-identical resume from a cursor,
+// prefetch that never changes a batch, and the retrieval mix's source spans. The synthetic shard holds token i at position i, so a
 // token tells where it was read from.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
@@ -108,6 +109,61 @@ TEST_CASE("loader: prefetch on and off give identical batches, also after restor
   CHECK(take(with, 10) == take(without, 10));
 }
 
+TEST_CASE("loader: a retrieval mix writes a source span and its repeat into that share of rows, and nothing else") {
+  constexpr int B = 8, T = 255, kRow = T + 1;
+  DataLoader plain(position_shard(), B, T, 1, 2, 7), mixed(position_shard(), B, T, 1, 2, 7, true, 0.5);
+  int rows = 0, spans = 0;
+  std::set<int> distances;
+  for (int batch = 0; batch < 50; ++batch) {
+    const auto text = plain.next(), row_tokens = mixed.next();
+    for (int r = 0; r < B; ++r, ++rows) {
+      const int32_t* want = text.data() + r * kRow;
+      const int32_t* got = row_tokens.data() + r * kRow;
+      std::vector<int> changed;
+      for (int t = 0; t < kRow; ++t)
+        if (got[t] != want[t]) changed.push_back(t);
+      if (changed.empty()) continue;
+      ++spans;
+      // The source at s, the repeat at q >= s + 8: the first change past the source's 8 tokens.
+      const int s = changed.front();
+      const auto repeat = std::find_if(changed.begin(), changed.end(), [&](int t) { return t >= s + kSpanTokens; });
+      REQUIRE(repeat != changed.end());
+      const int q = *repeat;
+      REQUIRE(q + kSpanTokens <= kRow);
+      distances.insert(q - s - kSpanTokens);
+      std::set<int32_t> ids(got + s, got + s + kSpanTokens);
+      CHECK(ids.size() == size_t(kSpanTokens));  // 8 distinct ids
+      for (int k = 0; k < kSpanTokens; ++k) {
+        CHECK(got[q + k] == got[s + k]);
+        // The position shard's common-token pool: every id appears once, so ids 100 .. 2099.
+        CHECK((got[s + k] >= 100 && got[s + k] < 2100));
+      }
+      for (int t : changed) CHECK(((t >= s && t < s + kSpanTokens) || (t >= q && t < q + kSpanTokens)));
+    }
+  }
+  CHECK(spans > rows * 2 / 5);
+  CHECK(spans < rows * 3 / 5);
+  // Log-uniform distances: short and long ones both.
+  CHECK(*distances.begin() < 8);
+  CHECK(*distances.rbegin() > kRow / 2);
+
+  DataLoader all(position_shard(), B, T, 1, 2, 7, true, 1.0), none(position_shard(), B, T, 1, 2, 7, true, 0.0);
+  const auto every = all.next(), text = none.next();
+  for (int r = 0; r < B; ++r)
+    CHECK(!std::equal(every.begin() + r * kRow, every.begin() + (r + 1) * kRow, text.begin() + r * kRow));
+}
+
+TEST_CASE("loader: mixed batches are a function of their index: prefetch and restore give the same") {
+  DataLoader with(position_shard(), 3, 100, 0, 1, 5, true, 0.3), without(position_shard(), 3, 100, 0, 1, 5, false, 0.3);
+  const auto first = take(with, 12);
+  CHECK(first == take(without, 12));
+  const auto cursor = without.cursor();
+  const auto next = take(without, 6);
+  DataLoader resumed(position_shard(), 3, 100, 0, 1, 5, true, 0.3);
+  resumed.restore(cursor);
+  CHECK(take(resumed, 6) == next);
+}
+
 TEST_CASE("loader: mismatched cursors and impossible shapes are refused") {
   DataLoader loader(position_shard(), 2, 16, 0, 2, 1);
   take(loader, 3);
@@ -126,6 +182,8 @@ TEST_CASE("loader: mismatched cursors and impossible shapes are refused") {
   CHECK_THROWS_WITH_AS(DataLoader(position_shard(), 1, int(kTokens), 0, 1, 1),
                        has("fewer than one sequence"), hylo::Error);
   CHECK_THROWS_WITH_AS(DataLoader(position_shard(), 1, 8, 2, 2, 1), has("rank 2 is not in"), hylo::Error);
+  CHECK_THROWS_WITH_AS(DataLoader(position_shard(), 1, 8, 0, 1, 1, true, 0.5),
+                       has("sequences of 9 tokens cannot hold a source span and its repeat"), hylo::Error);
   CHECK_THROWS_WITH_AS(DataLoader("/nonexistent/train.bin", 1, 8, 0, 1, 1),
                        has("/nonexistent/train.bin: cannot open"), hylo::Error);
 }
