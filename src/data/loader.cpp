@@ -1,7 +1,6 @@
 #include "data/loader.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.h"
 
@@ -12,7 +11,7 @@ constexpr uint64_t kCursorVersion = 1;
 constexpr size_t kCursorFields = 10;
 constexpr uint64_t kWordsPerStart = 2;  // Rng::below draws one 64-bit value = two 32-bit words
 // The retrieval mix's stream is rank + 2^32 (the starts' is rank); each row's draws begin at
-// row index x 2^20 words, far more than a span's ~20 draws ever take.
+// row index x 2^20 words, far more than a row's spans ever take (~30 words a span).
 constexpr uint64_t kSpanStream = uint64_t(1) << 32, kSpanWordsPerRow = uint64_t(1) << 20;
 
 }  // namespace
@@ -69,18 +68,17 @@ std::vector<int32_t> DataLoader::make_batch(uint64_t batch_index) const {
     Rng rng{seed_, uint64_t(rank_), (batch_index * uint64_t(batch_size_) + uint64_t(b)) * kWordsPerStart};
     uint64_t start = slice_begin_ + rng.below(start_count_);
     shard_.copy_tokens(start, row, batch.data() + size_t(b) * row);
-    if (retrieval_mix_ > 0) mix_source_span(batch_index * uint64_t(batch_size_) + uint64_t(b), batch.data() + size_t(b) * row);
+    for (const SpanPlacement& p : source_spans(batch_index, b))
+      write_source_span(p.span, p.source, p.distance, batch.data() + size_t(b) * row);
   }
   return batch;
 }
 
-void DataLoader::mix_source_span(uint64_t row_index, int32_t* row) const {
+std::vector<SpanPlacement> DataLoader::source_spans(uint64_t batch_index, int row) const {
+  if (retrieval_mix_ == 0) return {};
+  const uint64_t row_index = batch_index * uint64_t(batch_size_) + uint64_t(row);
   Rng rng{seed_, kSpanStream + uint64_t(rank_), row_index * kSpanWordsPerRow};
-  if (rng.uniform() >= retrieval_mix_) return;
-  const int length = seq_len_ + 1, max_distance = length - 2 * kSpanTokens;
-  const int distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
-  const int source = draw_source_position(rng, length, distance);
-  write_source_span(draw_source_span(rng, span_pool_), source, distance, row);
+  return plan_source_spans(rng, seq_len_ + 1, retrieval_mix_, span_pool_);
 }
 
 std::vector<int32_t> DataLoader::next() {

@@ -7,11 +7,10 @@
 // of (shard, seed, rank, world size, B, T, k): the cursor only needs k, and a background thread
 // can prepare batch k+1 without changing anything.
 //
-// With a retrieval mix (data.retrieval_mix) each row, with that probability, gets a source span
-// and its repeat written over it (data/source_span.h: K and V from the shard's common tokens, the
-// distance log-uniform over what fits, so short and long distances are taught alike). The draws
-// come from a second Philox stream per rank, keyed by the row's index: the rows' start positions
-// are those of the unmixed loader, and a batch is still a function of k.
+// With a retrieval mix (data.retrieval_mix) source spans and their repeats are written over about
+// that fraction of each row's tokens (data/source_span.h, plan_source_spans). The draws come from
+// a second Philox stream per rank, keyed by the row's index: the rows' start positions are those
+// of the unmixed loader, and a batch is still a function of k.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -54,6 +53,9 @@ class DataLoader {
   // cursors belong to other ranks).
   void skip_to(uint64_t batches_done);
 
+  // The source spans written into row `row` of batch `batch_index` (none without a retrieval mix).
+  std::vector<SpanPlacement> source_spans(uint64_t batch_index, int row) const;
+
   uint64_t vocab_size() const { return shard_.vocab_size(); }
   const ShardReader& shard() const { return shard_; }
   uint64_t batches_per_epoch() const { return batches_per_epoch_; }
@@ -62,7 +64,6 @@ class DataLoader {
 
  private:
   std::vector<int32_t> make_batch(uint64_t batch_index) const;
-  void mix_source_span(uint64_t row_index, int32_t* row) const;
   void start_prefetch(uint64_t batch_index);
   void stop_prefetch();
   void prefetch_loop();

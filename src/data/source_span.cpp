@@ -1,6 +1,7 @@
 #include "data/source_span.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -9,6 +10,7 @@ namespace hylo::data {
 
 namespace {
 constexpr int kPoolSkip = 100, kPoolSize = 2000;
+constexpr int kPlacementTries = 8;
 }  // namespace
 
 std::vector<int32_t> common_token_pool(const ShardReader& shard) {
@@ -41,6 +43,31 @@ int draw_source_position(Rng& rng, int length, int distance) {
   HYLO_CHECK(distance >= 0 && distance + 2 * kSpanTokens <= length,
              "source span: distance {} does not fit in {} tokens (max {})", distance, length, length - 2 * kSpanTokens);
   return int(rng.below(uint64_t(length - 2 * kSpanTokens - distance + 1)));
+}
+
+std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, const std::vector<int32_t>& pool) {
+  const int max_distance = length - 2 * kSpanTokens;
+  HYLO_CHECK(max_distance >= 0, "source spans: a row of {} tokens cannot hold a span and its repeat", length);
+  const double expected = mix * length / (2 * kSpanTokens);
+  const int count = int(expected) + (rng.uniform() < expected - std::floor(expected) ? 1 : 0);
+  std::vector<char> taken(size_t(length), 0);
+  std::vector<SpanPlacement> spans;
+  for (int i = 0; i < count; ++i) {
+    for (int attempt = 0; attempt < kPlacementTries; ++attempt) {
+      SpanPlacement p;
+      p.distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
+      p.source = draw_source_position(rng, length, p.distance);
+      const int repeat = p.source + kSpanTokens + p.distance;
+      const auto free = [&](int at) { return std::none_of(&taken[size_t(at)], &taken[size_t(at + kSpanTokens)], [](char c) { return c; }); };
+      if (!free(p.source) || !free(repeat)) continue;
+      std::fill_n(&taken[size_t(p.source)], kSpanTokens, 1);
+      std::fill_n(&taken[size_t(repeat)], kSpanTokens, 1);
+      p.span = draw_source_span(rng, pool);
+      spans.push_back(p);
+      break;
+    }
+  }
+  return spans;
 }
 
 void write_source_span(const std::array<int32_t, kSpanTokens>& span, int source, int distance, int32_t* ids) {

@@ -35,6 +35,20 @@ std::array<int32_t, kSpanTokens> draw_source_span(Rng& rng, const std::vector<in
 // source's first position, uniform over where both fit.
 int draw_source_position(Rng& rng, int length, int distance);
 
+// One span of a training row: K V at `source`, again at source + kSpanTokens + distance.
+struct SpanPlacement {
+  int source = 0, distance = 0;
+  std::array<int32_t, kSpanTokens> span{};
+  bool operator==(const SpanPlacement&) const = default;
+};
+
+// The spans of one training row of `length` tokens under a retrieval mix: enough spans that they
+// and their repeats cover about `mix` of the tokens (length * mix / 16 on average, the fraction
+// drawn), each at a distance log-uniform over what fits (short and long distances taught alike),
+// placed where it overlaps no earlier span of the row (a span that finds no room in a few tries
+// is left out), with K V drawn from `pool`.
+std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, const std::vector<int32_t>& pool);
+
 // Writes `span` at `source` and again at `source + kSpanTokens + distance` of `ids` (which must
 // hold both).
 void write_source_span(const std::array<int32_t, kSpanTokens>& span, int source, int distance, int32_t* ids);

@@ -37,8 +37,8 @@ struct TrainConfig {
 
 struct DataConfig {
   std::string train = "data/tokens/train.bin", val = "data/tokens/val.bin";
-  // The fraction of training sequences that get a source span K V and its repeat written over
-  // them (data/source_span.h): teaches copying from context in budgets where text alone does not.
+  // The fraction of training tokens that source spans K V and their repeats are written over
+  // (data/source_span.h): teaches copying from context in budgets where text alone does not.
   double retrieval_mix = 0;
   bool operator==(const DataConfig&) const = default;
 };
