@@ -45,10 +45,11 @@
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
-#           all-full at the small scale; ABLATION_SET=k=v is passed on as --set), each run then evaluated (val, retrieval, last word) and
-#           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
-#           Sweeps on every source (hybrids-*-all) need data/tokens-all.tar.xz in the carry, made
-#           here by `hylo data prepare --sources all --out data/tokens-all` and
+#           all-full at the small scale; ABLATION_SET=k=v is passed on as --set), each run then
+#           evaluated (val, retrieval, last word) and `hylo report`; the sweep's files except
+#           checkpoints come back under $ABLATION/. Sweeps on every source (hybrids-*-all,
+#           hybrids-small-retrieval) need data/tokens-all.tar.xz in the carry, made here by
+#           `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
 #           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call
 #
@@ -64,7 +65,7 @@
 # the last-word task reads), command: scripts/device_check.sh STAGE...
 # (a cold machine takes ~60 s before the first stage, and 1-2 minutes of device time; tests ~20 s,
 # bench ~60 s, torch ~60 s; ablation ~4 min for hybrids-small's 9 runs, ~6 min for hybrids-small-all's,
-# ~7 min for hybrids-205m-all's 3; tests + curve + dp + dp_cost + export ran past 323 s).
+# ~7.5 min for hybrids-205m-all's 3; tests + curve + dp + dp_cost 243 s, curve + export 152 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/hylo_out}

@@ -52,8 +52,8 @@ DataLoader::DataLoader(const std::string& shard_path, int batch_size, int seq_le
   start_count_ = slice_tokens - row_tokens + 1;
   batches_per_epoch_ = std::max<uint64_t>(1, slice_tokens / (row_tokens * uint64_t(batch_size)));
   if (retrieval_mix_ > 0) {
-    HYLO_CHECK(row_tokens >= uint64_t(2 * kSpanTokens), "{}: sequences of {} tokens cannot hold a source span and its repeat",
-               shard_path, row_tokens);
+    HYLO_CHECK(row_tokens >= uint64_t(2 * kSpanTokens),
+               "{}: sequences of {} tokens cannot hold a source span and its repeat", shard_path, row_tokens);
     span_pool_ = common_token_pool(shard_);
   }
   if (prefetch_) start_prefetch(0);

@@ -58,7 +58,9 @@ std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, c
       p.distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
       p.source = draw_source_position(rng, length, p.distance);
       const int repeat = p.source + kSpanTokens + p.distance;
-      const auto free = [&](int at) { return std::none_of(&taken[size_t(at)], &taken[size_t(at + kSpanTokens)], [](char c) { return c; }); };
+      const auto free = [&](int at) {
+        return std::find(taken.begin() + at, taken.begin() + at + kSpanTokens, 1) == taken.begin() + at + kSpanTokens;
+      };
       if (!free(p.source) || !free(repeat)) continue;
       std::fill_n(&taken[size_t(p.source)], kSpanTokens, 1);
       std::fill_n(&taken[size_t(repeat)], kSpanTokens, 1);

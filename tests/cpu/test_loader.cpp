@@ -1,6 +1,6 @@
 // DataLoader: determinism, disjoint covering rank slices, bit-identical resume from a cursor,
-// prefetch that never changes a batch, and the retrieval mix's source spans. The synthetic shard holds token i at position i, so a
-// token tells where it was read from.
+// prefetch that never changes a batch, and the retrieval mix's source spans. The synthetic shard
+// holds token i at position i, so a token tells where it was read from.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
