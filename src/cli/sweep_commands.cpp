@@ -239,7 +239,8 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
     if (line.find("\"loss\":") != std::string::npos)
       if (auto step = row_value(line, "step")) row.values["step"] = *step;
   }
-  // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy over all distances.
+  // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy (exact V) and token
+  // accuracy over all distances; the second moves long before the first.
   std::vector<fs::path> evals;
   for (const auto& e : fs::directory_iterator(row.run_dir)) {
     const std::string f = e.path().filename().string();
@@ -250,6 +251,8 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
     try {
       const YAML::Node retrieval = YAML::LoadFile(p.string())["retrieval"];
       if (const YAML::Node acc = retrieval["overall"]["accuracy"]) row.values["retrieval_acc"] = acc.as<double>();
+      if (const YAML::Node acc = retrieval["overall"]["token_accuracy"])
+        row.values["retrieval_tok_acc"] = acc.as<double>();
       if (retrieval["by_distance"]) row.retrieval_report = p;
     } catch (const YAML::Exception&) {
       fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
@@ -411,7 +414,7 @@ int run_report_command(const Args& args) {
   columns.insert(columns.end(), keys.begin(), keys.end());
   columns.push_back("step");
   columns.insert(columns.end(), metrics.begin(), metrics.end());
-  if (any_retrieval) columns.push_back("retrieval_acc");
+  if (any_retrieval) columns.insert(columns.end(), {"retrieval_acc", "retrieval_tok_acc"});
   std::string table = "|", rule = "|";
   for (const std::string& c : columns) table += " " + c + " |", rule += "---|";
   table += "\n" + rule + "\n";

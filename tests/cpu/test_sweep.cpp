@@ -170,9 +170,9 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   CHECK(edited.exit_code == 1);
   CHECK(edited.output.find("holds a different config") != std::string::npos);
 
-  // `hylo eval --json` output next to a run adds a retrieval column (other eval files are ignored).
+  // `hylo eval --json` output next to a run adds retrieval columns (other eval files are ignored).
   std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json")
-      << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25}, "by_distance": [)"
+      << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25, "token_accuracy": 0.375}, "by_distance": [)"
       << R"({"distance": 8, "all": {"accuracy": 0.5}}, {"distance": 32, "all": {"accuracy": 0.25}}]}})";
   const auto report = ws.succeeds("report out/l/");
   const std::string md = read_file(sweep_dir / "report.md").value();
@@ -185,9 +185,9 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
     CHECK(md.find(" | " + val_loss + " | ") != std::string::npos);
   }
   CHECK(report.output.find("| 01_kind-swa |") != std::string::npos);
-  CHECK(md.find("| retrieval_acc |") != std::string::npos);
-  CHECK(md.find(" | 0.2500 |\n") != std::string::npos);
-  CHECK(md.find(" | - |\n") != std::string::npos);  // the pbb run has no eval file
+  CHECK(md.find("| retrieval_acc | retrieval_tok_acc |") != std::string::npos);
+  CHECK(md.find(" | 0.2500 | 0.3750 |\n") != std::string::npos);
+  CHECK(md.find(" | - | - |\n") != std::string::npos);  // the pbb run has no eval file
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
     CHECK(fs::exists(sweep_dir / "loss.png"));
     CHECK(fs::exists(sweep_dir / "retrieval.png"));  // accuracy by distance, from the eval report
