@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Plots controlled source retrieval (SPEC §5) by distance, one line per run, from the
 `hylo eval --tasks retrieval --json` reports given as RUN_NAME=EVAL_JSON: exact-match accuracy of
-the value against the query's distance from its source (log scale)."""
+the value (left) and its per-token accuracy (right, which moves long before exact matches do)
+against the query's distance from its source (log scale)."""
 import argparse
 import json
 
@@ -16,17 +17,20 @@ def main():
     parser.add_argument("reports", nargs="+", help="NAME=path/to/eval.json")
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (exact_ax, token_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
     for item in args.reports:
         name, path = item.split("=", 1)
         rows = json.load(open(path))["retrieval"]["by_distance"]
-        ax.plot([r["distance"] for r in rows], [r["all"]["accuracy"] for r in rows], "o-", label=name, markersize=4)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("distance of the query from its source (tokens)")
-    ax.set_ylabel("retrieval accuracy (exact value)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend()
+        distances = [r["distance"] for r in rows]
+        exact_ax.plot(distances, [r["all"]["accuracy"] for r in rows], "o-", label=name, markersize=4)
+        token_ax.plot(distances, [r["all"]["token_accuracy"] for r in rows], "o-", label=name, markersize=4)
+    for ax, what in ((exact_ax, "retrieval accuracy (exact value)"), (token_ax, "token accuracy of the value")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("distance of the query from its source (tokens)")
+        ax.set_ylabel(what)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    exact_ax.legend()
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)
 

@@ -173,7 +173,8 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   // `hylo eval --json` output next to a run adds retrieval columns (other eval files are ignored).
   std::ofstream(sweep_dir / "01_kind-swa/eval_retrieval.json")
       << R"({"step": 5, "retrieval": {"overall": {"accuracy": 0.25, "token_accuracy": 0.375}, "by_distance": [)"
-      << R"({"distance": 8, "all": {"accuracy": 0.5}}, {"distance": 32, "all": {"accuracy": 0.25}}]}})";
+      << R"({"distance": 8, "all": {"accuracy": 0.5, "token_accuracy": 0.5}}, )"
+      << R"({"distance": 32, "all": {"accuracy": 0.25, "token_accuracy": 0.375}}]}})";
   const auto report = ws.succeeds("report out/l/");
   const std::string md = read_file(sweep_dir / "report.md").value();
   CHECK(md.find("| point | model.local.kind | step | loss | val_loss | val_ppl |") != std::string::npos);
