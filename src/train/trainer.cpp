@@ -325,9 +325,12 @@ int Trainer::run() {
       comm_->size() == 1 ? ""
                          : fmt::format(", {} data-parallel ranks{}{}", comm_->size(), t.zero1 ? " with ZeRO-1" : "",
                                        ep_group_ ? fmt::format(", experts over groups of {}", ep_group_->size()) : "");
-  say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}) in {}",
+  const double mix = config_.data.retrieval_mix;
+  const std::string spans =
+      mix > 0 ? fmt::format(", source spans over {:.3g}% of the training tokens", 100 * mix) : "";
+  say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}{}) in {}",
                   count_parameters(config_.model).back().stored, device_name(device_), t.steps,
-                  int64_t(tokens_per_step), ranks, run_dir_));
+                  int64_t(tokens_per_step), ranks, spans, run_dir_));
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     beat(fmt::format("step {}", step + 1));
