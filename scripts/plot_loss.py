@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Plots training loss (and validation loss when present) of one or more runs from metrics.jsonl."""
+"""Plots training loss (and validation loss, and in-loop retrieval token accuracy, when present) of
+one or more runs from metrics.jsonl."""
 import argparse
 import json
 import pathlib
@@ -11,14 +12,16 @@ import matplotlib.pyplot as plt
 
 
 def read_metrics(run_dir):
-    train, val = [], []
+    train, val, retrieval = [], [], []
     for line in (pathlib.Path(run_dir) / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
         if "loss" in row:
             train.append((row["step"], row["loss"]))
         if "val_loss" in row:
             val.append((row["step"], row["val_loss"]))
-    return train, val
+        if "retrieval_tok_acc" in row:
+            retrieval.append((row["step"], row["retrieval_tok_acc"]))
+    return train, val, retrieval
 
 
 def smooth(values, window):
@@ -35,22 +38,33 @@ def main():
     parser.add_argument("runs", nargs="+", help="run directories holding metrics.jsonl")
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
-    # Training loss (smoothed) on the left, validation loss on the right, one colour per run in both.
-    fig, (train_ax, val_ax) = plt.subplots(1, 2, figsize=(11, 4.5 + 0.18 * len(args.runs)))
+    # Training loss (smoothed) on the left, validation loss next, one colour per run in all panels;
+    # a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
+    metrics = [read_metrics(run) for run in args.runs]
+    with_retrieval = any(retrieval for _, _, retrieval in metrics)
+    panels = 3 if with_retrieval else 2
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5 + 0.18 * len(args.runs)))
+    train_ax, val_ax = axes[0], axes[1]
     colours = plt.get_cmap("tab10" if len(args.runs) <= 10 else "tab20")
-    for i, run in enumerate(args.runs):
-        train, val = read_metrics(run)
+    for i, (run, (train, val, retrieval)) in enumerate(zip(args.runs, metrics)):
         name, colour = pathlib.Path(run).name, colours(i % colours.N)
         if train:
             steps, losses = zip(*train)
             train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=name)
         if val:
             val_ax.plot(*zip(*val), "o-", color=colour, markersize=3, linewidth=1, label=None if train else name)
+        if retrieval:
+            axes[2].plot(*zip(*retrieval), "o-", color=colour, markersize=3, linewidth=1)
     train_ax.set_title("training loss (trailing mean over 2% of the steps)", fontsize=10)
     val_ax.set_title("validation loss", fontsize=10)
     for ax in (train_ax, val_ax):
-        ax.set_xlabel("step")
         ax.set_ylabel("loss (nats/token)")
+    if with_retrieval:
+        axes[2].set_title("retrieval: token accuracy of the value", fontsize=10)
+        axes[2].set_ylabel("token accuracy")
+        axes[2].set_ylim(-0.02, 1.02)
+    for ax in axes:
+        ax.set_xlabel("step")
         ax.grid(alpha=0.3)
     fig.legend(loc="lower center", ncol=min(3, len(args.runs)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(args.runs) + 2) // 3), 1, 1))

@@ -414,7 +414,9 @@ int run_report_command(const Args& args) {
   columns.insert(columns.end(), keys.begin(), keys.end());
   columns.push_back("step");
   columns.insert(columns.end(), metrics.begin(), metrics.end());
-  if (any_retrieval) columns.insert(columns.end(), {"retrieval_acc", "retrieval_tok_acc"});
+  if (any_retrieval)
+    for (const char* c : {"retrieval_acc", "retrieval_tok_acc"})
+      if (std::find(columns.begin(), columns.end(), c) == columns.end()) columns.push_back(c);
   std::string table = "|", rule = "|";
   for (const std::string& c : columns) table += " " + c + " |", rule += "---|";
   table += "\n" + rule + "\n";

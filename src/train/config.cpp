@@ -96,6 +96,7 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.keep_last"), t.keep_last, "keep_last_k max_checkpoints");
   f(std::string("train.eval_every"), t.eval_every, "eval_interval val_every");
   f(std::string("train.eval_batches"), t.eval_batches, "eval_iters val_batches");
+  f(std::string("train.eval_retrieval"), t.eval_retrieval, "retrieval_eval eval_copy");
   f(std::string("train.log_every"), t.log_every, "log_interval");
   f(std::string("train.nan_policy"), t.nan_policy, "on_nan");
   f(std::string("train.recompute"), t.recompute, "activation_checkpointing gradient_checkpointing checkpoint_activations");
@@ -519,6 +520,13 @@ void validate(const Config& c) {
   ck.at_least<int64_t>("train.keep_last", t.keep_last, 0);
   ck.at_least<int64_t>("train.eval_every", t.eval_every, 0);
   ck.at_least<int64_t>("train.eval_batches", t.eval_batches, 1);
+  ck.at_least("train.eval_retrieval", t.eval_retrieval, 0);
+  ck.need(t.eval_retrieval == 0 || t.eval_every > 0,
+          "train.eval_retrieval={} scores retrieval at the in-loop evaluations, but train.eval_every=0 has none",
+          t.eval_retrieval);
+  ck.need(t.eval_retrieval == 0 || t.seq_len > 2 * data::kSpanTokens,
+          "train.eval_retrieval={} needs train.seq_len > {} (a source span, its repeat and a distance), got {}",
+          t.eval_retrieval, 2 * data::kSpanTokens, t.seq_len);
   ck.at_least<int64_t>("train.log_every", t.log_every, 1);
   ck.one_of("train.nan_policy", t.nan_policy, {"skip", "abort"});
   ck.at_least("train.expert_parallel", t.expert_parallel, 1);

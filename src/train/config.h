@@ -24,6 +24,10 @@ struct TrainConfig {
   uint64_t seed = 1234;
   int64_t checkpoint_every = 0 /*0 = only at the end*/, keep_last = 3 /*0 = keep all*/,
           eval_every = 0 /*0 = never in-loop*/, eval_batches = 8, log_every = 1;
+  // Sequences per distance of the retrieval task (train/retrieval.h) scored at every in-loop
+  // evaluation (exact and token accuracy, mean log-prob of V), so that the curve shows when
+  // copying appears; 0 = off.
+  int eval_retrieval = 0;
   std::string nan_policy = "skip";  // skip | abort
   bool recompute = false;
   bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (train/zero.h)

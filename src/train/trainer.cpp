@@ -20,6 +20,7 @@
 #include "train/model_checkpoint.h"
 #include "train/optimizer.h"
 #include "train/progress.h"
+#include "train/retrieval.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/step_batch.h"
@@ -375,12 +376,21 @@ int Trainer::run() {
       double loss_sum = val_loss_sum(*model_, config_, device_, comm_->rank(), comm_->size());  // a share each
       comm_->sum(std::span<double>(&loss_sum, 1));
       const EvalResult e = val_loss_result(loss_sum, config_);
-      if (leader()) {
-        MetricsRow eval_row;
-        eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
-        metrics_->write(eval_row);
+      MetricsRow eval_row;
+      eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
+      std::string retrieval;
+      if (t.eval_retrieval > 0) {
+        // Every rank scores the same set (a few hundred sequences): expert-parallel forwards need
+        // all ranks, and the result needs no sum.
+        RetrievalOptions options;
+        options.per_distance = t.eval_retrieval;
+        const RetrievalBucket r = evaluate_retrieval(*model_, config_, device_, options).overall;
+        eval_row.add("retrieval_acc", r.accuracy()).add("retrieval_tok_acc", r.token_accuracy());
+        eval_row.add("retrieval_logprob", r.mean_logprob());
+        retrieval = fmt::format(" | retrieval {:.3f} (tokens {:.3f})", r.accuracy(), r.token_accuracy());
       }
-      say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}", done, e.loss, e.perplexity));
+      if (leader()) metrics_->write(eval_row);
+      say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}{}", done, e.loss, e.perplexity, retrieval));
     }
     if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) {
       beat(fmt::format("the checkpoint at step {}", done));

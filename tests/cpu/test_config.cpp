@@ -217,6 +217,15 @@ TEST_CASE("config: validate rejects impossible shapes with the key and values") 
   expect_invalid([](Config& c) { c.train.beta2 = 1.0; }, "train.beta2=1 must be in [0, 1)");
   expect_invalid([](Config& c) { c.device = "tpu"; }, "device='tpu' is not one of cpu, cuda");
   expect_invalid([](Config& c) { c.data.retrieval_mix = 1.5; }, "data.retrieval_mix=1.5 must be in [0, 1]");
+  expect_invalid([](Config& c) { c.train.eval_retrieval = 4; },
+                 "train.eval_retrieval=4 scores retrieval at the in-loop evaluations, but train.eval_every=0 has none");
+  expect_invalid(
+      [](Config& c) {
+        c.train.eval_retrieval = 4;
+        c.train.eval_every = 10;
+        c.train.seq_len = 16;
+      },
+      "train.eval_retrieval=4 needs train.seq_len > 16");
   expect_invalid(
       [](Config& c) {
         c.data.retrieval_mix = 0.1;

@@ -67,6 +67,48 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
 }
 
+TEST_CASE("a retrieval mix changes the curve and resumes bit-exact, and train.eval_retrieval scores as hylo eval does") {
+  Workspace ws("retrieval_mix");
+  const std::string mixed = "--set data.retrieval_mix=0.3 --set train.eval_retrieval=2 ";
+  REQUIRE(run(ws.train("plain")).exit_code == 0);
+  const auto straight = run(ws.train("straight", mixed));
+  REQUIRE_MESSAGE(straight.exit_code == 0, straight.output);
+  CHECK(straight.output.find("source spans over 30% of the training tokens") != std::string::npos);
+  CHECK(straight.output.find("| retrieval ") != std::string::npos);
+  REQUIRE(run(ws.train("split", mixed + "--set train.checkpoint_every=20 --stop-at 20")).exit_code == 0);
+  const auto second = run(ws.train("split", mixed + "--set train.checkpoint_every=20 --resume auto"));
+  REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+  const auto plain = ws.loss_rows("plain"), a = ws.loss_rows("straight"), b = ws.loss_rows("split");
+  REQUIRE(a.size() == 40);
+  CHECK(a == b);
+  CHECK(a != plain);  // the spans change what is learned
+
+  // The evaluations at steps 20 and 40 score retrieval; the last equals hylo eval's on the checkpoint.
+  std::vector<std::string> eval_rows;
+  std::ifstream in(ws.dir / "straight/metrics.jsonl");
+  for (std::string line; std::getline(in, line);)
+    if (line.find("\"val_loss\"") != std::string::npos) eval_rows.push_back(line);
+  REQUIRE(eval_rows.size() == 2);
+  auto value = [](const std::string& text, const std::string& key) {
+    const size_t at = text.find("\"" + key + "\"");
+    REQUIRE(at != std::string::npos);
+    return std::stod(text.substr(text.find(':', at) + 1));
+  };
+  for (const auto& row : eval_rows) {
+    CHECK(value(row, "retrieval_acc") >= 0);
+    CHECK(value(row, "retrieval_tok_acc") >= 0);
+    CHECK(value(row, "retrieval_logprob") < 0);
+  }
+  const auto eval = run(ws.hylo + " eval " + (ws.dir / "straight").string() + " --tasks retrieval --n 2 --json " +
+                        (ws.dir / "eval.json").string());
+  REQUIRE_MESSAGE(eval.exit_code == 0, eval.output);
+  std::ifstream json_in(ws.dir / "eval.json");
+  const std::string json((std::istreambuf_iterator<char>(json_in)), {});
+  const std::string overall = json.substr(json.find("\"overall\""));
+  CHECK(value(overall, "mean_logprob") == doctest::Approx(value(eval_rows.back(), "retrieval_logprob")).epsilon(1e-12));
+  CHECK(value(overall, "token_accuracy") == doctest::Approx(value(eval_rows.back(), "retrieval_tok_acc")));
+}
+
 TEST_CASE("resuming with a checkpoint that does not fit the model fails and leaves the run directory as it was") {
   Workspace ws("misfit");
   REQUIRE(run(ws.train("run", "--set train.checkpoint_every=20 --stop-at 20")).exit_code == 0);
