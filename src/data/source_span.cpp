@@ -51,6 +51,9 @@ std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, c
   const double expected = mix * length / (2 * kSpanTokens);
   const int count = int(expected) + (rng.uniform() < expected - std::floor(expected) ? 1 : 0);
   std::vector<char> taken(size_t(length), 0);
+  const auto free = [&](int at) {
+    return std::find(taken.begin() + at, taken.begin() + at + kSpanTokens, 1) == taken.begin() + at + kSpanTokens;
+  };
   std::vector<SpanPlacement> spans;
   for (int i = 0; i < count; ++i) {
     for (int attempt = 0; attempt < kPlacementTries; ++attempt) {
@@ -58,9 +61,6 @@ std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, c
       p.distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
       p.source = draw_source_position(rng, length, p.distance);
       const int repeat = p.source + kSpanTokens + p.distance;
-      const auto free = [&](int at) {
-        return std::find(taken.begin() + at, taken.begin() + at + kSpanTokens, 1) == taken.begin() + at + kSpanTokens;
-      };
       if (!free(p.source) || !free(repeat)) continue;
       std::fill_n(&taken[size_t(p.source)], kSpanTokens, 1);
       std::fill_n(&taken[size_t(repeat)], kSpanTokens, 1);
