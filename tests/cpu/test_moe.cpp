@@ -14,6 +14,7 @@
 
 #include "error_of.h"
 #include "model_gradcheck.h"
+#include "overfit.h"
 #include "small_model.h"
 #include "core/rng.h"
 #include "nn/moe.h"
@@ -347,24 +348,9 @@ TEST_CASE("a tiny MoE transformer overfits one batch") {
   c.moe.shared_experts = 1;
   c.moe.bias_update_rate = 1e-3;
   Transformer model(c, 3);
-  AdamW optimizer(model.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.0}, Device::cpu);
-  Rng rng{9, 0, 0};
-  std::vector<int32_t> ids(2 * 16), targets(2 * 16);
-  for (auto& x : ids) x = int32_t(rng.below(64));
-  for (auto& x : targets) x = int32_t(rng.below(64));
-  const Tensor inputs = Tensor::from_vector(ids, {2, 16}), target_t = Tensor::from_vector(targets, {32});
-  double loss = 1e9;
-  int step = 0;
-  for (; step < 300 && loss >= 0.1; ++step) {
-    optimizer.zero_grad();
-    Var l = model.loss(inputs, target_t, 64);
-    loss = scalar(l);
-    l.backward();
-    optimizer.step(1e-2, 1.0);
-    model.update_router_biases();
-  }
-  MESSAGE("loss " << loss << " (aux included) after " << step << " steps");
-  CHECK(loss < 0.1);
+  const test::OverfitResult r = test::overfit_one_batch(model, 64);
+  MESSAGE("loss " << r.loss << " (aux included) after " << r.steps << " steps");
+  CHECK(r.loss < 0.1);
 }
 
 TEST_CASE("router bias update moves a skewed load toward balance, evaluation and rate 0 leave it alone") {

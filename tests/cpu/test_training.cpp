@@ -6,15 +6,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "overfit.h"
 #include "run_command.h"
 #include "small_model.h"
 #include "training_workspace.h"
 #include "core/file.h"
-#include "core/rng.h"
 #include "data/shard.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/optimizer.h"
 #include "train/schedule.h"
 
 using namespace hylo;
@@ -33,23 +32,9 @@ TEST_CASE("a tiny hybrid overfits one batch") {
   ModelConfig c = test::small_hybrid(64);
   c.ffn_hidden = 64;
   Transformer model(c, 3);
-  AdamW optimizer(model.parameters(), AdamWOptions{0.9, 0.95, 1e-8, 0.0}, Device::cpu);
-  Rng rng{9, 0, 0};
-  std::vector<int32_t> ids(2 * 16), targets(2 * 16);
-  for (auto& x : ids) x = int32_t(rng.below(64));
-  for (auto& x : targets) x = int32_t(rng.below(64));
-  Tensor inputs = Tensor::from_vector(ids, {2, 16}), target_t = Tensor::from_vector(targets, {32});
-  double loss = 1e9;
-  int step = 0;
-  for (; step < 300 && loss >= 0.1; ++step) {
-    optimizer.zero_grad();
-    Var l = model.loss(inputs, target_t, 64);
-    loss = l.value().to_vector<float>()[0];
-    l.backward();
-    optimizer.step(1e-2, 1.0);
-  }
-  MESSAGE("loss " << loss << " after " << step << " steps");
-  CHECK(loss < 0.1);
+  const test::OverfitResult r = test::overfit_one_batch(model, 64);
+  MESSAGE("loss " << r.loss << " after " << r.steps << " steps");
+  CHECK(r.loss < 0.1);
 }
 
 TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
