@@ -35,19 +35,21 @@ def smooth(values, window):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("runs", nargs="+", help="run directories holding metrics.jsonl")
+    parser.add_argument("runs", nargs="+", help="[NAME=]RUN_DIR: a run directory holding metrics.jsonl, "
+                        "labelled NAME (default: the directory's name)")
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
     # Training loss (smoothed) on the left, validation loss next, one colour per run in all panels;
     # a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
-    metrics = [read_metrics(run) for run in args.runs]
+    runs = [run.split("=", 1) if "=" in run else (pathlib.Path(run).name, run) for run in args.runs]
+    metrics = [read_metrics(path) for _, path in runs]
     with_retrieval = any(retrieval for _, _, retrieval in metrics)
     panels = 3 if with_retrieval else 2
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5 + 0.18 * len(args.runs)))
     train_ax, val_ax = axes[0], axes[1]
     colours = plt.get_cmap("tab10" if len(args.runs) <= 10 else "tab20")
-    for i, (run, (train, val, retrieval)) in enumerate(zip(args.runs, metrics)):
-        name, colour = pathlib.Path(run).name, colours(i % colours.N)
+    for i, ((name, _), (train, val, retrieval)) in enumerate(zip(runs, metrics)):
+        colour = colours(i % colours.N)
         if train:
             steps, losses = zip(*train)
             train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=name)

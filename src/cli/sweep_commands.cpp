@@ -1,4 +1,4 @@
-// `hylo sweep FILE [--local | --slurm]` and `hylo report DIR` (SPEC §7). The sweep file format is
+// `hylo sweep FILE [--local | --slurm]` and `hylo report DIR [DIR... --out DIR]` (SPEC §7). The sweep file format is
 // documented in train/sweep.cpp. A sweep directory OUT/<name>/ holds sweep.json (points, their
 // overrides and run dirs), one run dir per point, and for --slurm points.txt + submit.sbatch.
 #include <fmt/format.h>
@@ -215,6 +215,7 @@ struct ReportRow {
   std::map<std::string, std::string> overrides;
   std::optional<fs::path> retrieval_report;  // the last eval*.json (by name) with retrieval by distance
   std::map<std::string, double> values;
+  bool in_sweep = false;  // a point of a sweep.json (else a run found in a plain directory)
 };
 
 // The value of `key` in one metrics.jsonl row (written by MetricsRow: "key":value, no spaces).
@@ -340,7 +341,8 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
     for (const ReportRow* row : groups[g].second)
       for (const ReportRow* base : first)
-        if (base->overrides.at(seed) == row->overrides.at(seed)) pairs.emplace_back(row, base);
+        if (base->overrides.count(seed) && row->overrides.count(seed) && base->overrides.at(seed) == row->overrides.at(seed))
+          pairs.emplace_back(row, base);
     paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
     for (const std::string& c : columns) {
       std::vector<double> d;
@@ -356,59 +358,127 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
          paired;
 }
 
-}  // namespace
-
-int run_report_command(const Args& args) {
-  HYLO_CHECK(args.size() == 1, "report: expected one sweep directory (e.g. runs/sweeps/pbb-vs-swa-tiny)");
-  std::string dir_text = args[0];
-  while (dir_text.size() > 1 && dir_text.back() == '/') dir_text.pop_back();  // "x/" names x, too
-  const fs::path dir = dir_text;
-  HYLO_CHECK(fs::is_directory(dir), "report: no such directory '{}'", dir.string());
-
-  std::vector<std::string> metrics{"loss", "val_loss", "val_ppl"}, keys;
-  std::vector<ReportRow> rows;
+// The rows of one sweep directory: its sweep.json's points in order (their override keys appended
+// to `keys`, its metrics to `metrics`), or else every subdirectory with a metrics.jsonl, by name.
+// Row names are the point names, after `prefix`. Returns what the sweep ran apart from its seed
+// (name, base config, `set` without train.seed; empty for a plain directory): directories
+// combine into one report only when that is the same.
+std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std::vector<std::string>& metrics,
+                            std::vector<std::string>& keys, std::vector<ReportRow>& rows) {
+  auto add_once = [](std::vector<std::string>& list, const std::string& x) {
+    if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
+  };
   const fs::path json = dir / "sweep.json";
-  if (fs::exists(json)) {
-    try {
-      const YAML::Node sweep = YAML::LoadFile(json.string());  // JSON is flow YAML
-      metrics = sweep["metrics"].as<std::vector<std::string>>();
-      for (const auto& p : sweep["points"]) {
-        // The sweep dir may have been moved or copied off the cluster: look next to sweep.json.
-        ReportRow row;
-        row.name = p["name"].as<std::string>();
-        row.run_dir = dir / row.name;
-        for (const auto& kv : p["overrides"]) {
-          const std::string key = kv.first.as<std::string>();
-          if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
-          row.overrides[key] = kv.second.as<std::string>();
-        }
-        rows.push_back(std::move(row));
-      }
-    } catch (const YAML::Exception& e) {
-      HYLO_FAIL("{}: not a sweep.json written by hylo sweep: {}", json.string(), e.msg);
-    }
-  } else {
-    // A plain directory of runs: every subdirectory with a metrics.jsonl, by name.
+  if (!fs::exists(json)) {
+    std::vector<ReportRow> found;
     for (const auto& e : fs::directory_iterator(dir))
       if (fs::exists(e.path() / "metrics.jsonl")) {
         ReportRow row;
-        row.name = e.path().filename().string();
+        row.name = prefix + e.path().filename().string();
         row.run_dir = e.path();
-        rows.push_back(std::move(row));
+        found.push_back(std::move(row));
       }
-    std::sort(rows.begin(), rows.end(), [](const ReportRow& a, const ReportRow& b) { return a.name < b.name; });
+    std::sort(found.begin(), found.end(), [](const ReportRow& a, const ReportRow& b) { return a.name < b.name; });
+    rows.insert(rows.end(), found.begin(), found.end());
+    return "";
   }
+  try {
+    const YAML::Node sweep = YAML::LoadFile(json.string());  // JSON is flow YAML
+    std::string what =
+        fmt::format("sweep {} on {}", sweep["name"].as<std::string>(""), sweep["base"].as<std::string>(""));
+    std::map<std::string, std::string> set;  // sorted: the same set reads the same
+    for (const auto& kv : sweep["set"])
+      if (kv.first.as<std::string>() != "train.seed") set[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    for (const auto& [k, v] : set) what += fmt::format(" {}={}", k, v);
+    for (const auto& m : sweep["metrics"]) add_once(metrics, m.as<std::string>());
+    for (const auto& p : sweep["points"]) {
+      // The sweep dir may have been moved or copied off the cluster: look next to sweep.json.
+      ReportRow row;
+      row.name = prefix + p["name"].as<std::string>();
+      row.run_dir = dir / p["name"].as<std::string>();
+      row.in_sweep = true;
+      for (const auto& kv : p["overrides"]) {
+        const std::string key = kv.first.as<std::string>();
+        add_once(keys, key);
+        row.overrides[key] = kv.second.as<std::string>();
+      }
+      rows.push_back(std::move(row));
+    }
+    return what;
+  } catch (const YAML::Exception& e) {
+    HYLO_FAIL("{}: not a sweep.json written by hylo sweep: {}", json.string(), e.msg);
+  }
+}
+
+// A sweep point's seed that the point does not set (the sweep's `set`, `--set`, the base config) is
+// read from its run's resolved config.yaml, and it becomes a key when the runs differ in it: the
+// same sweep launched once per seed into several directories then pairs up by seed like a sweep
+// over seeds. (Runs of a plain directory are left alone: what else they differ in is not known.)
+void read_run_seeds(std::vector<ReportRow>& rows, std::vector<std::string>& keys) {
+  const std::string seed = "train.seed";
+  std::vector<std::string> seen;
+  for (ReportRow& row : rows) {
+    if (!row.in_sweep) continue;
+    const fs::path config = row.run_dir / "config.yaml";
+    if (!row.overrides.count(seed) && fs::exists(config)) {
+      try {
+        row.overrides[seed] = YAML::LoadFile(config.string())["train"]["seed"].as<std::string>();
+      } catch (const YAML::Exception& e) {
+        HYLO_FAIL("{}: no train.seed: {}", config.string(), e.msg);
+      }
+    }
+    if (row.overrides.count(seed) && std::find(seen.begin(), seen.end(), row.overrides[seed]) == seen.end())
+      seen.push_back(row.overrides[seed]);
+  }
+  if (seen.size() > 1 && std::find(keys.begin(), keys.end(), seed) == keys.end()) keys.push_back(seed);
+}
+
+}  // namespace
+
+int run_report_command(const Args& args) {
+  std::vector<fs::path> dirs;
+  std::optional<fs::path> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out") {
+      out = flag_value(args, i, "report");
+    } else {
+      HYLO_CHECK(!args[i].starts_with("--"), "report: unknown flag '{}'", args[i]);
+      std::string dir_text = args[i];
+      while (dir_text.size() > 1 && dir_text.back() == '/') dir_text.pop_back();  // "x/" names x, too
+      HYLO_CHECK(fs::is_directory(dir_text), "report: no such directory '{}'", dir_text);
+      dirs.push_back(dir_text);
+    }
+  }
+  HYLO_CHECK(!dirs.empty(), "report: expected a sweep directory (e.g. runs/sweeps/pbb-vs-swa-tiny)");
+  HYLO_CHECK(dirs.size() == 1 || out, "report: {} sweep directories need --out DIR for the combined report",
+             dirs.size());
+  const fs::path dir = out.value_or(dirs.front());
+
+  std::vector<std::string> metrics, keys;
+  std::vector<ReportRow> rows;
+  std::string first_sweep;
+  for (const fs::path& d : dirs) {
+    const std::string what = load_sweep_rows(d, dirs.size() > 1 ? d.string() + "/" : "", metrics, keys, rows);
+    if (dirs.size() == 1) break;
+    HYLO_CHECK(!what.empty(), "report: {} holds no sweep.json; only sweep directories combine", d.string());
+    if (first_sweep.empty()) first_sweep = what;
+    HYLO_CHECK(what == first_sweep, "report: {} ran {}, but {} ran {}: only runs of one sweep combine", d.string(),
+               what, dirs.front().string(), first_sweep);
+  }
+  HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
+  if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
+  read_run_seeds(rows, keys);
+  fs::create_directories(dir);
 
   bool any_retrieval = false;
-  std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs (NAME=path for retrieval)
+  std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   for (ReportRow& row : rows) {
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
-    run_dirs.push_back(row.run_dir.string());
+    run_dirs.push_back(row.name + "=" + row.run_dir.string());
     if (row.retrieval_report) retrieval_reports.push_back(row.name + "=" + row.retrieval_report->string());
   }
-  HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dir.string());
 
   std::vector<std::string> columns{"point"};
   columns.insert(columns.end(), keys.begin(), keys.end());
@@ -451,11 +521,12 @@ int run_report_command(const Args& args) {
     fmt::print(stderr, "report: {} failed; no {}\n", script_name, png);
     return "";
   };
+  std::string title;
+  for (const fs::path& d : dirs) title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
   const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
                             plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
   write_file_atomic((dir / "report.md").string(),
-                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", dir.filename().string(),
-                                table, over_seeds, plots));
+                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds, plots));
   fmt::print("wrote {}\n", (dir / "report.md").string());
   return 0;
 }

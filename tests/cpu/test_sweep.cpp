@@ -263,6 +263,47 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   CHECK(std::fabs(std::stod(line.substr(line.find(" ± ", val) + 4)) - std::fabs(d1 - d2) / 2) < 1e-4);
 }
 
+TEST_CASE("report combines one sweep run once per seed into several directories, seeds read from the runs") {
+  SweepWorkspace ws("per_seed");
+  const std::string path = ws.sweep("p.yaml", "name: p\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
+                                              "set: {model.local.window: 8}\n");
+  for (const char* seed : {"1", "2"})
+    ws.succeeds(fmt::format("sweep {} --local --out s{} --set train.seed={}", path, seed, seed));
+  // One directory alone: its runs share one seed, so no summary over seeds.
+  ws.succeeds("report s1/p");
+  CHECK(read_file(ws.dir / "s1/p/report.md").value().find("Over seeds") == std::string::npos);
+
+  const auto r = ws.succeeds("report s1/p s2/p/ --out pooled");
+  const std::string md = read_file(ws.dir / "pooled/report.md").value();
+  CAPTURE(md);
+  CHECK(md.starts_with("# Sweep s1/p, s2/p\n"));
+  CHECK(md.find("| point | model.local.kind | train.seed | step |") != std::string::npos);
+  CHECK(md.find("| s2/p/01_kind-swa | swa | 2 |") != std::string::npos);
+  CHECK_FALSE(fs::exists(ws.dir / "s2/p/report.md"));  // the combined report goes to --out only
+  auto val_loss = [&](const char* run) { return std::stod(last_metric(ws.dir / run, "val_loss")); };
+  const double d1 = val_loss("s1/p/01_kind-swa") - val_loss("s1/p/00_kind-pbb"),
+               d2 = val_loss("s2/p/01_kind-swa") - val_loss("s2/p/00_kind-pbb");
+  REQUIRE(d1 != d2);  // the seeds changed the runs
+  const size_t at = md.find("| swa | 2 | ", md.find("Paired by seed"));
+  REQUIRE(at != std::string::npos);
+  const std::string line = md.substr(at, md.find('\n', at) - at);
+  CAPTURE(line);
+  const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
+  CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
+
+  // Runs of different sweeps do not pool; several directories need --out.
+  const std::string other = ws.sweep("q.yaml", "name: q\npoints: [{model.local.kind: pbb}]\nset: {model.local.window: 4}\n");
+  ws.succeeds("sweep " + other + " --local --out s3");
+  const auto mixed = ws.run("report s1/p s3/q --out bad");
+  CHECK(mixed.exit_code != 0);
+  CHECK(mixed.output.find("report: s3/q ran sweep q on ") != std::string::npos);
+  CHECK(mixed.output.find("only runs of one sweep combine") != std::string::npos);
+  const auto no_out = ws.run("report s1/p s2/p");
+  CHECK(no_out.exit_code != 0);
+  CHECK(no_out.output.find("report: 2 sweep directories need --out DIR for the combined report") != std::string::npos);
+  CHECK_FALSE(fs::exists(ws.dir / "bad"));
+}
+
 TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
   SweepWorkspace ws("slurm");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local: {kind: swa, window: 8}}]\n"
