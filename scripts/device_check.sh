@@ -10,6 +10,14 @@
 #           on one GPU; the losses of both must equal curve's (run curve first)
 #   nccl    the GPU test of expert parallelism's exchange, split and gather through NCCL, under
 #           `mpirun -np 1` (NCCL refuses two ranks on one GPU; the GPU tests skip it otherwise)
+#   gpus    data and expert parallelism across all the machine's GPUs (kinds nvidia-h200-x2 and up;
+#           skipped on one), $GPUS_N ranks (default: the GPU count), each check as the MPI CPU
+#           tests make it: the tiny curve under ZeRO-1 against plain data parallelism (clip off),
+#           a run stopped at step 25 and resumed against the straight run (bit-exact), moe-tiny with
+#           experts over the ranks against plain data parallelism; then weak scaling, 16 x 2048
+#           tokens per rank: 205m-pbb under data parallelism and moe-8e-pbb with and without
+#           expert parallelism, tokens/s of steps 6-20 against one GPU. GPUS_DEVICE=cpu runs the
+#           checks on the CPU (not the throughput), to try the stage without a GPU
 #   dp_cost  what the data-parallel machinery costs on one GPU: configs/205m-pbb.yaml for 20 steps
 #           alone and under `mpirun -np 1` (NCCL; buckets, hooks, sums that move nothing), without and
 #           with ZeRO-1; mean tokens/s of steps 6-20 of each (metrics.jsonl)
@@ -110,6 +118,70 @@ print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /
       OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 1 -x LD_LIBRARY_PATH \
         .devbundle/bin/hylo_gpu_tests --test-case="*through NCCL*" 2>&1 | tee "$OUT/gpu_tests_nccl.log" | tail -4
       echo "nccl: $(grep -E 'test cases:' "$OUT/gpu_tests_nccl.log" | tail -1)" >>"$summary" ;;
+    gpus)
+      n=${GPUS_N:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+      device=${GPUS_DEVICE:-cuda}
+      if [ "$n" -lt 2 ]; then
+        echo "gpus: skipped ($n GPU)" | tee -a "$summary"
+      else
+        mpi="mpirun -np $n -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE"
+        export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        # Every run: log under $OUT, metrics.jsonl copied there; $1 the name, then train's arguments.
+        gpus_run() {
+          local name=$1; shift
+          $mpi $hylo train "$@" --device "$device" --run-dir "/tmp/gpus_$name" 2>&1 |
+            grep -E "^step +[0-9]+/|error|ranks|resumed" | tail -4 | tee "$OUT/gpus_$name.log"
+          cp "/tmp/gpus_$name/metrics.jsonl" "$OUT/gpus_${name}_metrics.jsonl"
+        }
+        # Losses of two runs: equal (bits), or their largest relative difference.
+        compare() {
+          python3 -c 'import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(f"/tmp/gpus_{n}/metrics.jsonl") if "\"loss\"" in l] for n in sys.argv[1:3])
+d = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) else float("nan")
+print(f"{sys.argv[3]}: {len(a)} / {len(b)} steps, " + ("equal" if a == b else f"max relative difference {d:.2e}"))' "$@" |
+            tee -a "$summary"
+        }
+        tiny="configs/tiny.yaml --overwrite --set model.d_model=128 --set model.n_heads=2 --set train.batch_size=$((4 * n))
+          --set train.steps=50 --set train.eval_every=0 --set train.grad_clip=0"
+        # shellcheck disable=SC2086  # $tiny is a list of arguments
+        {
+          gpus_run dp $tiny --set train.checkpoint_every=25
+          gpus_run zero1 $tiny --set train.checkpoint_every=0 --set train.zero1=true
+          gpus_run resumed $tiny --set train.checkpoint_every=25 --stop-at 25
+          gpus_run resumed ${tiny/--overwrite/} --set train.checkpoint_every=25 --resume auto
+          compare zero1 dp "gpus: $n ranks, ZeRO-1 vs plain data parallelism"
+          compare resumed dp "gpus: $n ranks, stopped at 25 and resumed vs straight"
+          moe="configs/moe-tiny.yaml --overwrite --set model.d_model=128 --set model.n_heads=2
+            --set train.batch_size=$((4 * n)) --set train.steps=30 --set train.eval_every=0 --set train.checkpoint_every=0"
+          gpus_run moe_dp $moe
+          gpus_run moe_ep $moe --set train.expert_parallel=$n
+          compare moe_ep moe_dp "gpus: $n ranks, moe-tiny experts over the ranks vs plain data parallelism"
+        }
+        if [ "$device" = cuda ]; then
+          tokens_per_s() {
+            python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l][5:20]
+print("%.0f" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' "$1"
+          }
+          for model in 205m-pbb moe-8e-pbb; do
+            common="configs/$model.yaml --device cuda --overwrite --set train.steps=20 --set train.eval_every=0
+              --set train.checkpoint_every=1000"
+            # shellcheck disable=SC2086
+            $hylo train $common --run-dir "/tmp/gpus_${model}_1" 2>&1 | grep -E "^step +20/|error" | tail -1
+            one=$(tokens_per_s "/tmp/gpus_${model}_1/metrics.jsonl")
+            layouts="dp"; [ "$model" = moe-8e-pbb ] && layouts="dp ep"
+            for layout in $layouts; do
+              ep=1; [ "$layout" = ep ] && ep=$n
+              # shellcheck disable=SC2086
+              gpus_run "${model}_$layout" $common --set train.batch_size=$((16 * n)) --set train.expert_parallel=$ep \
+                >/dev/null
+              many=$(tokens_per_s "/tmp/gpus_${model}_$layout/metrics.jsonl")
+              echo "gpus: $model $layout, $n GPUs x 16 x 2048: $many tok/s, one GPU x 16 x 2048: $one tok/s, \
+scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summary"
+            done
+          done
+        fi
+      fi ;;
     dp_cost)
       mpi="mpirun -np 1 -x LD_LIBRARY_PATH"
       for run in alone dp dp_zero1; do
