@@ -1,6 +1,7 @@
-// `hylo sweep FILE [--local | --slurm]` and `hylo report DIR [DIR... --out DIR]` (SPEC §7). The sweep file format is
-// documented in train/sweep.cpp. A sweep directory OUT/<name>/ holds sweep.json (points, their
-// overrides and run dirs), one run dir per point, and for --slurm points.txt + submit.sbatch.
+// `hylo sweep FILE [--local | --slurm]` and `hylo report DIR [DIR... --out DIR]` (SPEC §7). The
+// sweep file format is documented in train/sweep.cpp. A sweep directory OUT/<name>/ holds
+// sweep.json (points, their overrides and run dirs), one run dir per point, and for --slurm
+// points.txt + submit.sbatch.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
@@ -341,7 +342,8 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
     for (const ReportRow* row : groups[g].second)
       for (const ReportRow* base : first)
-        if (base->overrides.count(seed) && row->overrides.count(seed) && base->overrides.at(seed) == row->overrides.at(seed))
+        if (base->overrides.count(seed) && row->overrides.count(seed) &&
+            base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
     paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
     for (const std::string& c : columns) {
@@ -456,14 +458,13 @@ int run_report_command(const Args& args) {
 
   std::vector<std::string> metrics, keys;
   std::vector<ReportRow> rows;
-  std::string first_sweep;
-  for (const fs::path& d : dirs) {
-    const std::string what = load_sweep_rows(d, dirs.size() > 1 ? d.string() + "/" : "", metrics, keys, rows);
-    if (dirs.size() == 1) break;
-    HYLO_CHECK(!what.empty(), "report: {} holds no sweep.json; only sweep directories combine", d.string());
-    if (first_sweep.empty()) first_sweep = what;
-    HYLO_CHECK(what == first_sweep, "report: {} ran {}, but {} ran {}: only runs of one sweep combine", d.string(),
-               what, dirs.front().string(), first_sweep);
+  std::vector<std::string> ran;  // per directory, what its sweep ran apart from the seed
+  for (const fs::path& d : dirs)
+    ran.push_back(load_sweep_rows(d, dirs.size() > 1 ? d.string() + "/" : "", metrics, keys, rows));
+  for (size_t i = 0; i < dirs.size() && dirs.size() > 1; ++i) {
+    HYLO_CHECK(!ran[i].empty(), "report: {} holds no sweep.json; only sweep directories combine", dirs[i].string());
+    HYLO_CHECK(ran[i] == ran[0], "report: {} ran {}, but {} ran {}: only runs of one sweep combine",
+               dirs[i].string(), ran[i], dirs[0].string(), ran[0]);
   }
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
@@ -522,11 +523,13 @@ int run_report_command(const Args& args) {
     return "";
   };
   std::string title;
-  for (const fs::path& d : dirs) title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
+  for (const fs::path& d : dirs)
+    title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
   const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
                             plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
   write_file_atomic((dir / "report.md").string(),
-                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds, plots));
+                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds,
+                                plots));
   fmt::print("wrote {}\n", (dir / "report.md").string());
   return 0;
 }
