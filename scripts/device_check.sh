@@ -53,9 +53,10 @@
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
-#           all-full at the small scale; ABLATION_SET=k=v is passed on as --set), each run then
+#           all-full at the small scale; ABLATION_SET="k=v k=v" is passed on as --set), each run then
 #           evaluated (val, retrieval, last word) and `hylo report`; the sweep's files except
-#           checkpoints come back under $ABLATION/. Sweeps on every source (hybrids-*-all,
+#           checkpoints come back under $ABLATION/. ABLATION_SEEDS="0 2": the sweep once per seed
+#           (--set train.seed=N) into seed-N/$ABLATION/, then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
 #           hybrids-small-retrieval) need data/tokens-all.tar.xz in the carry, made here by
 #           `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
@@ -314,15 +315,27 @@ print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len
       if [ -f data/tokens-all.tar.xz ] && [ ! -d data/tokens-all ]; then
         python3 -m tarfile -e data/tokens-all.tar.xz data/
       fi
-      $hylo sweep "experiments/$sweep.yaml" --local --out "$sweeps" ${ABLATION_SET:+--set "$ABLATION_SET"} 2>&1 |
-        grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
-      for run in "$sweeps/$sweep"/*/; do
-        echo "-- eval $(basename "$run")" | tee -a "$summary"
-        $hylo eval "$run" --tasks val,retrieval,lastword --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
+      sets=()
+      for kv in ${ABLATION_SET:-}; do sets+=(--set "$kv"); done
+      # With ABLATION_SEEDS the sweep runs once per seed into seed-N/, and one report pools them.
+      for seed in ${ABLATION_SEEDS:-none}; do
+        dir=$sweeps seed_set=()
+        [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed")
+        $hylo sweep "experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} \
+          ${seed_set[@]+"${seed_set[@]}"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
+        for run in "$dir/$sweep"/*/; do
+          echo "-- eval $(basename "$run")" | tee -a "$summary"
+          $hylo eval "$run" --tasks val,retrieval,lastword --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
+        done
+        $hylo report "$dir/$sweep" 2>&1 | tail -6 | tee -a "$summary"
+        # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after
+        # each seed, so that a call cut off by its time limit still returns the seeds it finished.
+        (cd "$sweeps" && find . -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT"
+        tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
       done
-      $hylo report "$sweeps/$sweep" 2>&1 | tail -6 | tee -a "$summary"
-      # Everything but the checkpoints comes back (hylo report can be rerun on it).
-      (cd "$sweeps" && find "$sweep" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT" ;;
+      if [ -n "${ABLATION_SEEDS:-}" ]; then
+        $hylo report "$sweeps"/seed-*/"$sweep" --out "$OUT/pooled" 2>&1 | tail -12 | tee -a "$summary"
+      fi ;;
     *) echo "unknown stage $stage" ;;
   esac
   tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
