@@ -53,7 +53,8 @@
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
-#           all-full at the small scale; ABLATION_SET="k=v k=v" is passed on as --set), each run then
+#           all-full at the small scale; ABLATION_SET="k=v k=v", values without spaces, each passed on
+#           as --set), each run then
 #           evaluated (val, retrieval, last word) and `hylo report`; the sweep's files except
 #           checkpoints come back under $ABLATION/. ABLATION_SEEDS="0 2": the sweep once per seed
 #           (--set train.seed=N) into seed-N/$ABLATION/, then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
