@@ -53,13 +53,13 @@
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
-#           all-full at the small scale; ABLATION_SET="k=v k=v", values without spaces, each passed on
-#           as --set), each run then
-#           evaluated (val, retrieval, last word) and `hylo report`; the sweep's files except
-#           checkpoints come back under $ABLATION/. ABLATION_SEEDS="0 2": the sweep once per seed
-#           (--set train.seed=N) into seed-N/$ABLATION/, then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
-#           hybrids-small-retrieval) need data/tokens-all.tar.xz in the carry, made here by
-#           `hylo data prepare --sources all --out data/tokens-all` and
+#           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
+#           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
+#           ABLATION_SET="k=v k=v" (values without spaces): each passed on as --set.
+#           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
+#           then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
+#           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
+#           here by `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
 #           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call
 #
