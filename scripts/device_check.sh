@@ -91,6 +91,13 @@ summary="$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 stages=${*:-tests curve bench}
 
+# Mean tokens/s of a run's steps 6 and on, from its metrics.jsonl (the first steps warm up).
+mean_tokens_per_s() {
+  python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l][5:]
+print("%.0f" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' "$1"
+}
+
 for stage in $stages; do
   echo "== $stage"
   case $stage in
@@ -128,6 +135,7 @@ print(len(rows[0]) == 50 and rows[0] == rows[1])' /tmp/tiny_cuda/metrics.jsonl /
       else
         mpi="mpirun -np $n -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE"
         export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+        rm -rf /tmp/gpus_*  # every run starts fresh; the resumed one continues its own directory
         # Every run: log under $OUT, metrics.jsonl copied there; $1 the name, then train's arguments.
         gpus_run() {
           local name=$1; shift
@@ -143,41 +151,36 @@ d = max(abs(x - y) / abs(y) for x, y in zip(a, b)) if a and len(a) == len(b) els
 print(f"{sys.argv[3]}: {len(a)} / {len(b)} steps, " + ("equal" if a == b else f"max relative difference {d:.2e}"))' "$@" |
             tee -a "$summary"
         }
-        tiny="configs/tiny.yaml --overwrite --set model.d_model=128 --set model.n_heads=2 --set train.batch_size=$((4 * n))
+        tiny="configs/tiny.yaml --set model.d_model=128 --set model.n_heads=2 --set train.batch_size=$((4 * n))
           --set train.steps=50 --set train.eval_every=0 --set train.grad_clip=0"
         # shellcheck disable=SC2086  # $tiny is a list of arguments
         {
           gpus_run dp $tiny --set train.checkpoint_every=25
           gpus_run zero1 $tiny --set train.checkpoint_every=0 --set train.zero1=true
           gpus_run resumed $tiny --set train.checkpoint_every=25 --stop-at 25
-          gpus_run resumed ${tiny/--overwrite/} --set train.checkpoint_every=25 --resume auto
+          gpus_run resumed $tiny --set train.checkpoint_every=25 --resume auto
           compare zero1 dp "gpus: $n ranks, ZeRO-1 vs plain data parallelism"
           compare resumed dp "gpus: $n ranks, stopped at 25 and resumed vs straight"
-          moe="configs/moe-tiny.yaml --overwrite --set model.d_model=128 --set model.n_heads=2
+          moe="configs/moe-tiny.yaml --set model.d_model=128 --set model.n_heads=2
             --set train.batch_size=$((4 * n)) --set train.steps=30 --set train.eval_every=0 --set train.checkpoint_every=0"
           gpus_run moe_dp $moe
           gpus_run moe_ep $moe --set train.expert_parallel=$n
           compare moe_ep moe_dp "gpus: $n ranks, moe-tiny experts over the ranks vs plain data parallelism"
         }
         if [ "$device" = cuda ]; then
-          tokens_per_s() {
-            python3 -c 'import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l][5:20]
-print("%.0f" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' "$1"
-          }
           for model in 205m-pbb moe-8e-pbb; do
-            common="configs/$model.yaml --device cuda --overwrite --set train.steps=20 --set train.eval_every=0
+            common="configs/$model.yaml --device cuda --set train.steps=20 --set train.eval_every=0
               --set train.checkpoint_every=1000"
             # shellcheck disable=SC2086
             $hylo train $common --run-dir "/tmp/gpus_${model}_1" 2>&1 | grep -E "^step +20/|error" | tail -1
-            one=$(tokens_per_s "/tmp/gpus_${model}_1/metrics.jsonl")
+            one=$(mean_tokens_per_s "/tmp/gpus_${model}_1/metrics.jsonl")
             layouts="dp"; [ "$model" = moe-8e-pbb ] && layouts="dp ep"
             for layout in $layouts; do
               ep=1; [ "$layout" = ep ] && ep=$n
               # shellcheck disable=SC2086
               gpus_run "${model}_$layout" $common --set train.batch_size=$((16 * n)) --set train.expert_parallel=$ep \
                 >/dev/null
-              many=$(tokens_per_s "/tmp/gpus_${model}_$layout/metrics.jsonl")
+              many=$(mean_tokens_per_s "/tmp/gpus_${model}_$layout/metrics.jsonl")
               echo "gpus: $model $layout, $n GPUs x 16 x 2048: $many tok/s, one GPU x 16 x 2048: $one tok/s, \
 scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summary"
             done
@@ -195,10 +198,7 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
           --set train.checkpoint_every=1000 --set train.zero1=$zero 2>&1 |
           grep -E "^step +20/|error|^peak device memory" | sed 's/ (by category.*//' | tee -a "$summary"
         cp /tmp/dp_cost_$run/metrics.jsonl "$OUT/dp_cost_${run}_metrics.jsonl"
-        echo "dp_cost $run: $(python3 -c 'import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])][5:]
-print("%.0f tok/s over steps 6-20" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' /tmp/dp_cost_$run/metrics.jsonl)" |
-          tee -a "$summary"
+        echo "dp_cost $run: $(mean_tokens_per_s /tmp/dp_cost_$run/metrics.jsonl) tok/s over steps 6-20" | tee -a "$summary"
       done ;;
     export)
       # CUDA attention takes head dims 64 and 128: both models at d_model / n_heads = 64.

@@ -68,7 +68,7 @@ int run_eval_command(const Args& args) {
       json += fmt::format(R"(, "val": {{"loss": {}, "perplexity": {}, "tokens": {}}})", json_number(r.loss),
                           json_number(r.perplexity), r.tokens);
     } else if (task == "retrieval") {
-      const RetrievalResult r = evaluate_retrieval(*loaded.model, loaded.config, device, retrieval);
+      const RetrievalResult r = RetrievalTask(loaded.config, retrieval).score(*loaded.model, device);
       fmt::print("{}", r.table());
       json += R"(, "retrieval": )" + r.json();
     } else {

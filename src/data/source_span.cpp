@@ -51,7 +51,7 @@ std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, c
   const double expected = mix * length / (2 * kSpanTokens);
   const int count = int(expected) + (rng.uniform() < expected - std::floor(expected) ? 1 : 0);
   std::vector<char> taken(size_t(length), 0);
-  const auto free = [&](int at) {
+  const auto is_free = [&](int at) {
     return std::find(taken.begin() + at, taken.begin() + at + kSpanTokens, 1) == taken.begin() + at + kSpanTokens;
   };
   std::vector<SpanPlacement> spans;
@@ -61,7 +61,7 @@ std::vector<SpanPlacement> plan_source_spans(Rng& rng, int length, double mix, c
       p.distance = std::min(max_distance, int(std::exp(rng.uniform() * std::log(max_distance + 1.0))) - 1);
       p.source = draw_source_position(rng, length, p.distance);
       const int repeat = p.source + kSpanTokens + p.distance;
-      if (!free(p.source) || !free(repeat)) continue;
+      if (!is_free(p.source) || !is_free(repeat)) continue;
       std::fill_n(&taken[size_t(p.source)], kSpanTokens, 1);
       std::fill_n(&taken[size_t(repeat)], kSpanTokens, 1);
       p.span = draw_source_span(rng, pool);

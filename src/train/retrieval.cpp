@@ -1,7 +1,9 @@
 #include "train/retrieval.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -101,20 +103,25 @@ RetrievalResult tally_retrieval(const std::vector<RetrievalItem>& items, const s
   return r;
 }
 
-RetrievalResult evaluate_retrieval(const Transformer& model, const Config& config, Device device,
-                                   RetrievalOptions options) {
-  if (options.seq_len == 0) options.seq_len = config.train.seq_len;
+RetrievalTask::RetrievalTask(const Config& config, RetrievalOptions options) : options_(std::move(options)) {
+  if (options_.seq_len == 0) options_.seq_len = config.train.seq_len;
   const data::ShardReader val(config.data.val);
-  const std::vector<RetrievalItem> items = build_retrieval_set(val, options);
-  std::vector<ScoredSequence> sequences;
-  sequences.reserve(items.size());
-  for (const RetrievalItem& item : items)
-    sequences.push_back({item.ids, item.query + data::kSpanKeyTokens, data::kSpanValueTokens});
-  const int vocab_valid = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
-  const std::vector<SpanScore> scores = score_sequences(model, sequences, vocab_valid, device, options.batch);
+  items_ = build_retrieval_set(val, options_);
+  vocab_valid_ = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
   const AttnKindConfig& local = config.model.local;
-  const bool pbb = local.kind == "pbb" && config.model.pattern.find('L') != std::string::npos;
-  return tally_retrieval(items, scores, options, pbb ? local.block : 0, pbb ? local.bridge : 0);
+  if (local.kind == "pbb" && config.model.pattern.find('L') != std::string::npos) {
+    block_ = local.block;
+    bridge_ = local.bridge;
+  }
+}
+
+RetrievalResult RetrievalTask::score(const Transformer& model, Device device) const {
+  std::vector<ScoredSequence> sequences;
+  sequences.reserve(items_.size());
+  for (const RetrievalItem& item : items_)
+    sequences.push_back({item.ids, item.query + data::kSpanKeyTokens, data::kSpanValueTokens});
+  const std::vector<SpanScore> scores = score_sequences(model, sequences, vocab_valid_, device, options_.batch);
+  return tally_retrieval(items_, scores, options_, block_, bridge_);
 }
 
 std::string RetrievalResult::table() const {

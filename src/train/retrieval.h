@@ -79,8 +79,19 @@ struct RetrievalResult {
 RetrievalResult tally_retrieval(const std::vector<RetrievalItem>& items, const std::vector<SpanScore>& scores,
                                 const RetrievalOptions& options, int block, int bridge);
 
-// The whole task on config.data.val; options.seq_len 0 means config.train.seq_len.
-RetrievalResult evaluate_retrieval(const Transformer& model, const Config& config, Device device,
-                                   RetrievalOptions options);
+// The task on config.data.val, built once (the shard read, its token pool counted, the items
+// drawn) and scored as often as asked: `hylo eval` scores it once, the trainer at every in-loop
+// evaluation. options.seq_len 0 means config.train.seq_len.
+class RetrievalTask {
+ public:
+  RetrievalTask(const Config& config, RetrievalOptions options);
+  RetrievalResult score(const Transformer& model, Device device) const;
+
+ private:
+  RetrievalOptions options_;
+  std::vector<RetrievalItem> items_;
+  int vocab_valid_ = 0;         // ids a prediction may take: the val shard's vocabulary, within the model's
+  int block_ = 0, bridge_ = 0;  // the PBB layers' geometry for near/far, 0 without PBB layers
+};
 
 }  // namespace hylo

@@ -97,6 +97,7 @@ class Trainer {
   std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
   std::unique_ptr<ZeroLayout> zero_;  // ZeRO-1's sharding of the optimizer state; null without
   std::unique_ptr<GradientSync> gradient_sync_;
+  std::unique_ptr<RetrievalTask> retrieval_;  // train.eval_retrieval's set, built once; null without
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
@@ -138,6 +139,11 @@ Trainer::Trainer(const TrainOptions& options) {
   // so that a bad one fails the launch and not a run hours in.
   if (t.eval_every > 0)
     data::check_vocab(data::ShardReader(config_.data.val), config_.model.vocab_size);
+  if (t.eval_retrieval > 0) {
+    RetrievalOptions options;
+    options.per_distance = t.eval_retrieval;
+    retrieval_ = std::make_unique<RetrievalTask>(config_, options);
+  }
 
   model_ = std::make_unique<Transformer>(config_.model, t.seed);
   model_->set_recompute(t.recompute);
@@ -379,12 +385,10 @@ int Trainer::run() {
       MetricsRow eval_row;
       eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
       std::string retrieval;
-      if (t.eval_retrieval > 0) {
+      if (retrieval_) {
         // Every rank scores the same set (a few hundred sequences): expert-parallel forwards need
         // all ranks, and the result needs no sum.
-        RetrievalOptions options;
-        options.per_distance = t.eval_retrieval;
-        const RetrievalBucket r = evaluate_retrieval(*model_, config_, device_, options).overall;
+        const RetrievalBucket r = retrieval_->score(*model_, device_).overall;
         eval_row.add("retrieval_acc", r.accuracy()).add("retrieval_tok_acc", r.token_accuracy());
         eval_row.add("retrieval_logprob", r.mean_logprob());
         retrieval = fmt::format(" | retrieval {:.3f} (tokens {:.3f})", r.accuracy(), r.token_accuracy());

@@ -271,7 +271,8 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
     ws.succeeds(fmt::format("sweep {} --local --out s{} --set train.seed={}", path, seed, seed));
   // One directory alone: its runs share one seed, so no summary over seeds.
   ws.succeeds("report s1/p");
-  CHECK(read_file(ws.dir / "s1/p/report.md").value().find("Over seeds") == std::string::npos);
+  const std::string alone = read_file(ws.dir / "s1/p/report.md").value();
+  CHECK(alone.find("Over seeds") == std::string::npos);
 
   const auto r = ws.succeeds("report s1/p s2/p/ --out pooled");
   const std::string md = read_file(ws.dir / "pooled/report.md").value();
@@ -279,7 +280,9 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK(md.starts_with("# Sweep s1/p, s2/p\n"));
   CHECK(md.find("| point | model.local.kind | train.seed | step |") != std::string::npos);
   CHECK(md.find("| s2/p/01_kind-swa | swa | 2 |") != std::string::npos);
-  CHECK_FALSE(fs::exists(ws.dir / "s2/p/report.md"));  // the combined report goes to --out only
+  // The combined report goes to --out only.
+  CHECK(read_file(ws.dir / "s1/p/report.md").value() == alone);
+  CHECK_FALSE(fs::exists(ws.dir / "s2/p/report.md"));
   auto val_loss = [&](const char* run) { return std::stod(last_metric(ws.dir / run, "val_loss")); };
   const double d1 = val_loss("s1/p/01_kind-swa") - val_loss("s1/p/00_kind-pbb"),
                d2 = val_loss("s2/p/01_kind-swa") - val_loss("s2/p/00_kind-pbb");
