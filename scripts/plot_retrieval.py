@@ -30,8 +30,10 @@ def main():
         ax.set_ylabel(what)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    exact_ax.legend()
-    fig.tight_layout()
+    # Below the axes, as in plot_loss.py: a pooled sweep's legend would cover the lines.
+    fig.legend(*exact_ax.get_legend_handles_labels(), loc="lower center", ncol=min(3, len(args.reports)),
+               fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(args.reports) + 2) // 3), 1, 1))
     fig.savefig(args.out, dpi=120)
 
 

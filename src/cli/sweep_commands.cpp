@@ -477,8 +477,13 @@ int run_report_command(const Args& args) {
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
-    run_dirs.push_back(row.name + "=" + row.run_dir.string());
-    if (row.retrieval_report) retrieval_reports.push_back(row.name + "=" + row.retrieval_report->string());
+    // Pooled directories name their rows by path; a plot's legend names the run and its seed.
+    const auto seed = row.overrides.find("train.seed");
+    const std::string label = dirs.size() > 1 && seed != row.overrides.end()
+                                  ? fmt::format("{} (seed {})", row.run_dir.filename().string(), seed->second)
+                                  : row.name;
+    run_dirs.push_back(label + "=" + row.run_dir.string());
+    if (row.retrieval_report) retrieval_reports.push_back(label + "=" + row.retrieval_report->string());
   }
 
   std::vector<std::string> columns{"point"};
