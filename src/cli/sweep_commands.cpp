@@ -469,15 +469,28 @@ int run_report_command(const Args& args) {
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
   read_run_seeds(rows, keys);
+  // A seed pooled twice would count twice over seeds, pair with itself, and share a plot label.
+  auto seed_of = [](const ReportRow& row) {
+    const auto it = row.overrides.find("train.seed");
+    return it == row.overrides.end() ? std::string("unset") : it->second;
+  };
+  auto finished = [](const ReportRow& row) { return fs::exists(row.run_dir / "metrics.jsonl"); };
+  for (size_t i = 0; i < rows.size() && dirs.size() > 1; ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (finished(rows[i]) && finished(rows[j]) && rows[i].run_dir.filename() == rows[j].run_dir.filename() &&
+          seed_of(rows[i]) == seed_of(rows[j]))
+        HYLO_FAIL("report: {} and {} are the same point with the same seed ({}): pool each seed once", rows[j].name,
+                  rows[i].name, seed_of(rows[i]));
   fs::create_directories(dir);
 
   bool any_retrieval = false;
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   for (ReportRow& row : rows) {
-    if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
+    if (!finished(row)) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
-    // Pooled directories name their rows by path; a plot's legend names the run and its seed.
+    // Pooled directories name their rows by path; a plot's legend names the run and its seed
+    // (unique: each point's seed is pooled once, checked above).
     const auto seed = row.overrides.find("train.seed");
     const std::string label = dirs.size() > 1 && seed != row.overrides.end()
                                   ? fmt::format("{} (seed {})", row.run_dir.filename().string(), seed->second)

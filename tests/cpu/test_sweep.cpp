@@ -305,6 +305,14 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK(no_out.exit_code != 0);
   CHECK(no_out.output.find("report: 2 sweep directories need --out DIR for the combined report") != std::string::npos);
   CHECK_FALSE(fs::exists(ws.dir / "bad"));
+
+  // The same seed's runs twice (a copy) would count twice: refused, naming both.
+  fs::copy(ws.dir / "s1", ws.dir / "s1copy", fs::copy_options::recursive);
+  const auto twice = ws.run("report s1/p s2/p s1copy/p --out dup");
+  CHECK(twice.exit_code != 0);
+  CHECK(twice.output.find("report: s1/p/00_kind-pbb and s1copy/p/00_kind-pbb are the same point with the same "
+                          "seed (1): pool each seed once") != std::string::npos);
+  CHECK_FALSE(fs::exists(ws.dir / "dup"));
 }
 
 TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
