@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Plots training loss (and validation loss, and in-loop retrieval token accuracy, when present) of
-one or more runs from metrics.jsonl."""
+one or more runs from metrics.jsonl. Runs named "NAME (seed N)" (a report pooled over seeds) share
+NAME's colour and one legend entry."""
 import argparse
+import collections
 import json
 import pathlib
 
@@ -39,22 +41,30 @@ def main():
                         "labelled NAME (default: the directory's name)")
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
-    # Training loss (smoothed) on the left, validation loss next, one colour per run in all panels;
-    # a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
+    # Training loss (smoothed) on the left, validation loss next, one colour per run (per NAME over
+    # seeds) in all panels; a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
     runs = [run.split("=", 1) if "=" in run else (pathlib.Path(run).name, run) for run in args.runs]
     metrics = [read_metrics(path) for _, path in runs]
+    group_of = [name.split(" (seed ")[0] for name, _ in runs]
+    seeds = collections.Counter(group_of)
+    groups = list(seeds)  # first-seen order
     with_retrieval = any(retrieval for _, _, retrieval in metrics)
     panels = 3 if with_retrieval else 2
-    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5 + 0.18 * len(args.runs)))
+    fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5 + 0.18 * len(groups)))
     train_ax, val_ax = axes[0], axes[1]
-    colours = plt.get_cmap("tab10" if len(args.runs) <= 10 else "tab20")
-    for i, ((name, _), (train, val, retrieval)) in enumerate(zip(runs, metrics)):
-        colour = colours(i % colours.N)
+    colours = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
+    labelled = set()
+    for group, (train, val, retrieval) in zip(group_of, metrics):
+        colour = colours(groups.index(group) % colours.N)
+        label = None  # one legend entry per NAME
+        if group not in labelled:
+            labelled.add(group)
+            label = group if seeds[group] == 1 else f"{group} ({seeds[group]} seeds)"
         if train:
             steps, losses = zip(*train)
-            train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=name)
+            train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=label)
         if val:
-            val_ax.plot(*zip(*val), "o-", color=colour, markersize=3, linewidth=1, label=None if train else name)
+            val_ax.plot(*zip(*val), "o-", color=colour, markersize=3, linewidth=1, label=None if train else label)
         if retrieval:
             axes[2].plot(*zip(*retrieval), "o-", color=colour, markersize=3, linewidth=1)
     train_ax.set_title("training loss (trailing mean over 2% of the steps)", fontsize=10)
@@ -68,8 +78,8 @@ def main():
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    fig.legend(loc="lower center", ncol=min(3, len(args.runs)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(args.runs) + 2) // 3), 1, 1))
+    fig.legend(loc="lower center", ncol=min(3, len(groups)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(groups) + 2) // 3), 1, 1))
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 

@@ -2,8 +2,10 @@
 """Plots controlled source retrieval (SPEC §5) by distance, one line per run, from the
 `hylo eval --tasks retrieval --json` reports given as RUN_NAME=EVAL_JSON: exact-match accuracy of
 the value (left) and its per-token accuracy (right, which moves long before exact matches do)
-against the query's distance from its source (log scale)."""
+against the query's distance from its source (log scale). Runs named "NAME (seed N)" (a report
+pooled over seeds) share NAME's colour as thin lines, with their mean over seeds drawn thick."""
 import argparse
+import collections
 import json
 
 import matplotlib
@@ -18,12 +20,24 @@ def main():
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
     fig, (exact_ax, token_ax) = plt.subplots(1, 2, figsize=(11, 4.5))
+    groups = collections.OrderedDict()  # NAME -> [by_distance rows of each seed]
     for item in args.reports:
         name, path = item.split("=", 1)
-        rows = json.load(open(path))["retrieval"]["by_distance"]
-        distances = [r["distance"] for r in rows]
-        exact_ax.plot(distances, [r["all"]["accuracy"] for r in rows], "o-", label=name, markersize=4)
-        token_ax.plot(distances, [r["all"]["token_accuracy"] for r in rows], "o-", label=name, markersize=4)
+        groups.setdefault(name.split(" (seed ")[0], []).append(json.load(open(path))["retrieval"]["by_distance"])
+    colours = plt.get_cmap("tab10")
+    for i, (name, runs) in enumerate(groups.items()):
+        colour = colours(i % colours.N)
+        distances = [r["distance"] for r in runs[0]]
+        for ax, key in ((exact_ax, "accuracy"), (token_ax, "token_accuracy")):
+            curves = [[r["all"][key] for r in rows] for rows in runs]
+            if len(runs) == 1:
+                ax.plot(distances, curves[0], "o-", color=colour, label=name, markersize=4)
+                continue
+            for curve in curves:
+                ax.plot(distances, curve, "-", color=colour, alpha=0.3, linewidth=1)
+            mean = [sum(values) / len(values) for values in zip(*curves)]
+            ax.plot(distances, mean, "o-", color=colour, linewidth=2.5, markersize=5,
+                    label=f"{name} (mean of {len(runs)} seeds; thin: each seed)")
     for ax, what in ((exact_ax, "retrieval accuracy (exact value)"), (token_ax, "token accuracy of the value")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("distance of the query from its source (tokens)")
@@ -31,9 +45,9 @@ def main():
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     # Below the axes, as in plot_loss.py: a pooled sweep's legend would cover the lines.
-    fig.legend(*exact_ax.get_legend_handles_labels(), loc="lower center", ncol=min(3, len(args.reports)),
+    fig.legend(*exact_ax.get_legend_handles_labels(), loc="lower center", ncol=min(3, len(groups)),
                fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(args.reports) + 2) // 3), 1, 1))
+    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(groups) + 2) // 3), 1, 1))
     fig.savefig(args.out, dpi=120)
 
 
