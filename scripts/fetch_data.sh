@@ -21,7 +21,7 @@ for arg in "$@"; do
   case "$arg" in
     --core) mode=core ;;
     --all) mode=all ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) die "unknown argument '$arg' (expected --core or --all)" ;;
   esac
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README, .ci/run): installs dependencies, fetches the corpus and tokenizer,
 # builds (CUDA code compiles when nvcc is present; GPU tests report "skipped" without a GPU),
-# runs the CPU tests, then the same tests under AddressSanitizer + UBSan.
+# runs every test (CPU, MPI, the corpus fetch's failure cases; GPU ones report "skipped" without a
+# GPU), then the CPU tests again under AddressSanitizer + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)

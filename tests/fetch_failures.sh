@@ -10,7 +10,7 @@ trap 'rm -rf "$scratch"' EXIT
 failures=0
 
 expect_clean_failure() {  # name, expected text, path allowed to remain ("" for none), command...
-  local name=$1 expected=$2 allowed=$3
+  local name=$1 expected=$2 allowed=$3 failed_before=$failures
   shift 3
   rm -rf "$scratch/data"
   local err
@@ -24,7 +24,7 @@ expect_clean_failure() {  # name, expected text, path allowed to remain ("" for 
     echo "FAIL $name: message was: $err"; failures=$((failures + 1))
   fi
   if [[ -n "$leftovers" ]]; then echo "FAIL $name: left behind: $leftovers"; failures=$((failures + 1)); fi
-  [[ $failures -eq 0 ]] && echo "ok   $name: $err"
+  if ((failures == failed_before)); then echo "ok   $name: $err"; fi
 }
 
 mkdir -p "$scratch/scripts"

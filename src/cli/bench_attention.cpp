@@ -2,7 +2,7 @@
 // By default timed as triton's do_bench times the PyTorch peers (bench::do_bench_ms: 25 ms of
 // warm-up, ~250 ms of calls, L2 flushed before each), so that the two sides' figures compare;
 // --iters N times exactly N calls after --warmup calls instead (for profilers). Inputs are random
-// bf16 (never zeros: METHOD.md), tiled from a 1 Mi-value pattern so that filling gigabytes costs no
+// bf16 (never zeros, which would hide indexing bugs), tiled from a 1 Mi-value pattern so that filling gigabytes costs no
 // host time.
 #include "cli/bench_json.h"
 #include "cli/bench_mask_flags.h"
@@ -87,18 +87,9 @@ constexpr char kBench[] = "bench attention";
 
 void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
 
+constexpr char kAllocationHint[] = "try a smaller --B or --T";
 template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  explicit DeviceArray(size_t n, const char* what) {
-    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T));
-    HYLO_CHECK(err == cudaSuccess, "bench attention: allocating {} ({} MiB): {}; try a smaller --B or --T", what,
-               n * sizeof(T) >> 20, cudaGetErrorString(err));
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
+using DeviceArray = bench::DeviceArray<T, kBench, kAllocationHint>;
 
 // Median ms of body() on `stream`: do_bench's method, or o.iters calls after o.warmup.
 double median_ms(const std::function<void()>& body, const BenchOptions& o, cudaStream_t stream) {

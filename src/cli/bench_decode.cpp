@@ -4,7 +4,8 @@
 // pass through L2 between one layer's steps): each cache is allocated in several copies, and
 // consecutive timed steps rotate through them so that the live bytes of the rotation exceed 4x
 // the L2 size; no flush is needed between steps (a memset flush would leave dirty lines that the
-// timed kernel then pays to write back). Inputs are random bf16, never zeros (METHOD.md).
+// timed kernel then pays to write back). Inputs are random bf16, never zeros (a
+// kernel may skip or shortcut work on zeros, and zero inputs hide indexing bugs).
 // Second figure, "run": whole runs of consecutive steps (PBB every block offset, SWA every ring
 // position) under one event pair, the tokens/s a decode loop sustains: no event records between
 // steps; the stream is held until the host has queued them all (decode_run_us).
@@ -40,8 +41,6 @@
 namespace hylo {
 namespace {
 
-constexpr double kHbmBytesPerS = 4.3e12;  // device-to-device copy rate measured on the H200 here (KINDS.md)
-
 struct DecodeOptions : MaskBenchFlags {
   DecodeOptions() : MaskBenchFlags(10, 2) {}
   std::vector<int> batches{16, 64}, hds{64, 128};
@@ -72,18 +71,9 @@ constexpr char kBench[] = "bench decode";
 
 void cuda_ok(cudaError_t err, const char* what) { bench::cuda_ok(err, kBench, what); }
 
+constexpr char kAllocationHint[] = "try a smaller --batch";
 template <class T>
-struct DeviceArray {
-  T* ptr = nullptr;
-  DeviceArray(size_t n, const char* what) {
-    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T));
-    HYLO_CHECK(err == cudaSuccess, "bench decode: allocating {} ({} MiB): {}; try a smaller --batch", what,
-               n * sizeof(T) >> 20, cudaGetErrorString(err));
-  }
-  ~DeviceArray() { cudaFree(ptr); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-};
+using DeviceArray = bench::DeviceArray<T, kBench, kAllocationHint>;
 
 // `copies` copies of one layer's k and v cache (B, Hkv, S, D), random bf16.
 struct CacheCopies {
@@ -323,16 +313,16 @@ int run_bench_decode(const std::vector<std::string>& args) {
                   r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), r.pbb_run_us, r.swa_run_us,
                   r.run_ratio(), mib(r.pbb_bytes).c_str(),
                   mib(r.swa_bytes).c_str(), mib(r.lin_bytes).c_str(), r.pbb_gbps, r.swa_gbps,
-                  100 * r.pbb_gbps * 1e9 / kHbmBytesPerS, 100 * r.swa_gbps * 1e9 / kHbmBytesPerS, r.floor_us,
+                  100 * r.pbb_gbps / (copy_tbps * 1e3), 100 * r.swa_gbps / (copy_tbps * 1e3), r.floor_us,
                   r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window), r.floor_run_us,
                   r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window));
       std::fflush(stdout);
       rows.push_back(r);
     }
-  std::printf("(%% = live KV read rate / %.1f TB/s; lin = linear SWA incl. compaction every W+1 steps; run = per "
-              "step of b (pbb) or W (swa) consecutive steps under one event pair; floor = an empty kernel on the "
-              "step's grid; bound = pbb/swa if a step cost the floor plus its keys at the measured rate per key)\n",
-              kHbmBytesPerS / 1e12);
+  std::printf("(%% = live KV read rate / the D2D copy rate above, read + write; lin = linear SWA incl. compaction "
+              "every W+1 steps; run = per step of b (pbb) or W (swa) consecutive steps under one event pair; floor = "
+              "an empty kernel on the step's grid; bound = pbb/swa if a step cost the floor plus its keys at the "
+              "measured rate per key)\n");
   cudaStreamDestroy(stream);
   if (!o.json.empty()) write_json(o.json, o, dev.prop.name, copy_tbps, rows);
   return 0;

@@ -61,8 +61,11 @@ int run_bench_train(const Args& args) {
   }
   const Config config = load_config(config_path, overrides);
   const Device device = training_device(config);
+  HYLO_CHECK(expert_gemm.empty() || device == Device::cuda,
+             "bench train: --expert-gemm chooses the CUDA MoE path; {} runs on {}", config_path, device_name(device));
   const TrainConfig& t = config.train;
   const int B = t.micro_batch(), T = t.seq_len;
+  const int accumulation = t.batch_size / B;  // one process (the trainer divides by its ranks too)
 
   Transformer model(config.model, t.seed);
   model.set_recompute(t.recompute);
@@ -81,10 +84,10 @@ int run_bench_train(const Args& args) {
 #endif
     auto t0 = std::chrono::steady_clock::now();
     optimizer.zero_grad();
-    for (int micro = 0; micro < t.accumulation_steps(); ++micro) {
+    for (int micro = 0; micro < accumulation; ++micro) {
       Var l = model.loss(batch.inputs_BT, batch.targets_N, vocab_valid);
       loss = l.value().to(DType::f32).to_vector<float>()[0];
-      scale(l, 1.0 / t.accumulation_steps()).backward();
+      scale(l, 1.0 / accumulation).backward();
     }
     const double norm = optimizer.grad_norm();  // reads back: the step's work is done after this
     optimizer.step(t.lr, clip_scale(norm, t.grad_clip));

@@ -578,6 +578,5 @@ const std::string& Tokenizer::token_bytes(int32_t id) const {
 
 int Tokenizer::vocab_size() const { return int(impl_->bytes_of.size()); }
 int32_t Tokenizer::end_of_text_id() const { return impl_->end_of_text; }
-const std::string& Tokenizer::source() const { return impl_->source; }
 
 }  // namespace hylo::data

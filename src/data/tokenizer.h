@@ -42,7 +42,6 @@ class Tokenizer {
 
   int vocab_size() const;  // ordinary tokens + special tokens (kR50kTokens for r50k_base)
   int32_t end_of_text_id() const;  // 50256 for r50k_base
-  const std::string& source() const;  // the file(s) it was loaded from, for error messages
 
   struct Impl;
 

@@ -26,8 +26,7 @@ double MoeLayerStats::load_cv() const {
 }
 
 MoeFeedForward::MoeFeedForward(ParamList& params, int layer, const ModelConfig& c, uint64_t seed)
-    : layer_(layer),
-      experts_(c.moe.experts),
+    : experts_(c.moe.experts),
       top_k_(c.moe.top_k),
       router_(router_kind(c.moe.router)),
       aux_coef_(c.moe.aux_loss_coef),

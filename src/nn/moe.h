@@ -73,7 +73,7 @@ class MoeFeedForward {
   bool expert_parallel() const { return ep_ != nullptr; }
 
  private:
-  int layer_ = 0, experts_ = 0, top_k_ = 0;
+  int experts_ = 0, top_k_ = 0;
   RouterKind router_ = RouterKind::softmax;
   double aux_coef_ = 0, bias_rate_ = 0, capacity_factor_ = 0;
   Var router_ED, w_in_E2FD, w_out_EDF;  // w_in rows: gate [0, F), up [F, 2F)

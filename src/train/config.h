@@ -35,7 +35,6 @@ struct TrainConfig {
   double hang_timeout_s = 900;  // several ranks: seconds without progress before a rank gives up (train/watchdog.h)
 
   int micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
-  int accumulation_steps() const { return batch_size / micro_batch(); }
   bool operator==(const TrainConfig&) const = default;
 };
 

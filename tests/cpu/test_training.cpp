@@ -122,6 +122,7 @@ TEST_CASE("a crash while checkpointing leaves the previous checkpoint valid and 
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   CHECK(resumed.output.find("step_20.h5 at step 20") != std::string::npos);
   const auto a = ws.loss_rows("straight"), b = ws.loss_rows("crashed");
+  REQUIRE(a.size() == 40);
   REQUIRE(b.size() == 40);
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
 }
@@ -229,7 +230,7 @@ TEST_CASE("train.recompute=true follows the identical loss curve") {
   CHECK(ws.loss_rows("plain") == ws.loss_rows("recomputed"));
 }
 
-TEST_CASE("hylo bench train --json replaces an older file with the bench layout and refuses a bad --expert-gemm") {
+TEST_CASE("hylo bench train --json replaces an older file with the bench layout and refuses a bad or inapplicable --expert-gemm") {
   Workspace w("bench_json");
   const std::string json = (w.dir / "bench.json").string();
   std::ofstream(json) << "an older result\n";
@@ -247,6 +248,11 @@ TEST_CASE("hylo bench train --json replaces an older file with the bench layout 
   const CommandResult bad = run(bench + " --expert-gemm fastest");
   CHECK(bad.exit_code != 0);
   CHECK(bad.output.find("--expert-gemm must be 'grouped' or 'loop', got 'fastest'") != std::string::npos);
+  // On the CPU the flag would change nothing, so it is refused rather than recorded as applied.
+  const CommandResult cpu = run(bench + " --expert-gemm loop --set device=cpu");
+  CHECK(cpu.exit_code != 0);
+  CHECK(cpu.output.find("bench train: --expert-gemm chooses the CUDA MoE path; " + (w.dir / "tiny.yaml").string() +
+                        " runs on cpu") != std::string::npos);
 }
 
 TEST_CASE("train, bench train, eval and params name a flag whose value is not a number, or a flag where a path goes") {

@@ -1,6 +1,6 @@
 // Helpers shared by the GPU op tests: device buffers filled from host vectors, outputs poisoned
-// before every run (so an unwritten element shows up as NaN), and the relative-error metric of
-// METHOD.md: ||out - ref|| / ||ref||.
+// before every run (so an unwritten element shows up as NaN), and the relative error
+// ||out - ref|| / ||ref|| over a whole tensor.
 #pragma once
 #include <cuda_runtime.h>  // the typed cudaMalloc overload lives here, not in cuda_runtime_api.h
 #include <doctest/doctest.h>

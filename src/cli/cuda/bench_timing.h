@@ -5,11 +5,13 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/rng.h"
 
 namespace hylo::bench {
@@ -17,8 +19,24 @@ namespace hylo::bench {
 // Throws "<bench>: <what>: <CUDA error string>" unless err is cudaSuccess.
 void cuda_ok(cudaError_t err, const char* bench, const char* what);
 
-// The current device's properties, and 1 Mi random bf16 normals drawn from `rng` (inputs are never
-// zeros: METHOD.md), which fill_bf16 tiles over a bench's buffers.
+// n elements of T in device memory (at least one), freed with the array. A failed allocation throws
+// "<Bench>: allocating <what> (<MiB> MiB): <CUDA error>; <Hint>" (a bench's hint: which flag to lower).
+template <class T, const char* Bench, const char* Hint>
+struct DeviceArray {
+  T* ptr = nullptr;
+  DeviceArray(size_t n, const char* what) {
+    const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(n, 1) * sizeof(T));
+    HYLO_CHECK(err == cudaSuccess, "{}: allocating {} ({} MiB): {}; {}", Bench, what, n * sizeof(T) >> 20,
+               cudaGetErrorString(err), Hint);
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+};
+
+// The current device's properties, and 1 Mi random bf16 normals drawn from `rng`, which fill_bf16
+// tiles over a bench's buffers (inputs are never zeros: kernels may shortcut work on zeros, and
+// zeros hide indexing bugs).
 struct BenchDevice {
   cudaDeviceProp prop{};
   std::vector<bf16> pattern;

@@ -185,12 +185,4 @@ AllocatorStats allocator_stats() {
   return out;
 }
 
-void reset_peak_stats() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  DeviceStats& st = s.stats[current_device()];
-  st.peak = st.current;
-  st.peak_by_category = st.current_by_category;
-}
-
 }  // namespace hylo::cuda

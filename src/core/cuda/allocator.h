@@ -36,7 +36,7 @@ void empty_cache();
 
 struct AllocatorStats {
   size_t current_bytes = 0;   // live blocks (bucket sizes) on the current device
-  size_t peak_bytes = 0;      // max of current_bytes since start or reset_peak_stats()
+  size_t peak_bytes = 0;      // max of current_bytes since the start
   size_t cached_bytes = 0;    // free blocks held for reuse
   uint64_t device_mallocs = 0;  // cudaMalloc calls so far (reuse tests watch this)
   uint64_t allocations = 0;     // allocate() calls that returned a block
@@ -44,7 +44,6 @@ struct AllocatorStats {
   std::map<std::string, size_t> peak_by_category;
 };
 AllocatorStats allocator_stats();  // for the current device
-void reset_peak_stats();
 
 // Per-(device, stream) scratch for kernels' temporaries (partial sums, sort buffers): at least
 // `bytes`, valid until the next stream_scratch call for the same stream. Work queued on one stream
