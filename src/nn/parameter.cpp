@@ -25,4 +25,8 @@ Var make_parameter(ParamList& params, const std::string& name, const Shape& shap
   return var;
 }
 
+void place_parameter(Parameter& p, Device device) {
+  if (device != Device::cpu) p.var.mutable_value() = p.var.value().to(device).to(DType::bf16);
+}
+
 }  // namespace hylo

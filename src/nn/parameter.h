@@ -26,4 +26,8 @@ using ParamList = std::vector<Parameter>;
 Var make_parameter(ParamList& params, const std::string& name, const Shape& shape, double init_std,
                    bool weight_decay, uint64_t seed);
 
+// Moves a parameter's value to where the model computes: on the CPU it stays fp32; on CUDA it
+// becomes a bf16 copy (the fp32 master, where training needs one, is the optimizer's).
+void place_parameter(Parameter& p, Device device);
+
 }  // namespace hylo

@@ -3,7 +3,6 @@
 #include <filesystem>
 
 #include "train/buffers.h"
-#include "train/optimizer.h"
 
 namespace hylo {
 
@@ -35,10 +34,13 @@ LoadedModel load_model_checkpoint(const std::string& run_dir_or_file, const std:
   loaded.config = config_from_yaml_text(state.config_yaml, loaded.path + ":/config", overrides);
   loaded.model = std::make_unique<Transformer>(loaded.config.model, loaded.config.train.seed);
   ParamList& params = loaded.model->parameters();
-  // The optimizer is what places parameters on a device (bf16 compute copies on CUDA).
+  // No optimizer: evaluation, generation and export need the compute copies only.
   const Device place = device ? *device : training_device(loaded.config);  // not value_or: it would always check
-  AdamW placement(params, AdamWOptions{}, place);
-  placement.load_masters(checkpoint_masters(state, params, loaded.path));
+  const std::vector<Tensor> values = checkpoint_masters(state, params, loaded.path);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].var.mutable_value().copy_from(values[i]);
+    place_parameter(params[i], place);
+  }
   restore_buffers(*loaded.model, state, loaded.path);  // MoE router biases steer selection
   return loaded;
 }

@@ -32,7 +32,7 @@ AdamW::AdamW(ParamList& params, AdamWOptions options, Device device, std::vector
     master_.push_back(own && device != Device::cpu ? element_range(value, r).to(device) : Tensor());
     m_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam m") : Tensor());
     v_.push_back(own ? Tensor::zeros({r.size()}, DType::f32, device, "adam v") : Tensor());
-    if (device != Device::cpu) params_[i].var.mutable_value() = value.to(device).to(DType::bf16);
+    place_parameter(params_[i], device);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "core/revision.h"
 #include "data/loader.h"
 #include "data/shard.h"
 #include "dist/communicator.h"
@@ -242,7 +243,7 @@ void Trainer::save(int64_t step) {
   s.config_yaml = to_yaml(config_);
   const std::string world = std::to_string(comm_->size());
   const std::string layout = "dp=" + world + (ep_group_ ? ",ep=" + std::to_string(ep_group_->size()) : "");
-  s.meta = {{"version", "1"}, {"world_size", world}, {"layout", layout},
+  s.meta = {{"version", "1"}, {"git_revision", git_revision()}, {"world_size", world}, {"layout", layout},
             {"device", std::string(device_name(device_))}};
   save_checkpoint(checkpoint_path(run_dir_, step), s);
   prune_checkpoints(run_dir_, config_.train.keep_last);

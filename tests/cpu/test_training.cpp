@@ -2,6 +2,7 @@
 // crash during checkpointing, and one-line errors for bad input (SPEC §8).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -11,9 +12,11 @@
 #include "small_model.h"
 #include "training_workspace.h"
 #include "core/file.h"
+#include "core/revision.h"
 #include "data/shard.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
+#include "train/checkpoint.h"
 #include "train/schedule.h"
 
 using namespace hylo;
@@ -42,7 +45,12 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   REQUIRE(run(ws.train("straight")).exit_code == 0);
   const auto first = run(ws.train("split", "--set train.checkpoint_every=20 --stop-at 20"));
   REQUIRE_MESSAGE(first.exit_code == 0, first.output);
-  CHECK(fs::exists(ws.dir / "split/checkpoints/step_20.h5"));
+  REQUIRE(fs::exists(ws.dir / "split/checkpoints/step_20.h5"));
+  // The checkpoint names the source revision it was trained from (SPEC §7).
+  const auto meta = load_checkpoint((ws.dir / "split/checkpoints/step_20.h5").string(), /*moments=*/false).meta;
+  const std::pair<std::string, std::string> revision{"git_revision", git_revision()};
+  CHECK(std::find(meta.begin(), meta.end(), revision) != meta.end());
+  if (fs::exists(fs::path(HYLO_SOURCE_DIR) / ".git")) CHECK(revision.second != "unknown");
   const auto second = run(ws.train("split", "--set train.checkpoint_every=20 --resume auto"));
   REQUIRE_MESSAGE(second.exit_code == 0, second.output);
   CHECK(second.output.find("resumed from") != std::string::npos);

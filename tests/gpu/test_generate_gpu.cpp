@@ -209,7 +209,7 @@ TEST_CASE("cuda incremental decoding: greedy tokens equal the re-run cuda forwar
 TEST_CASE("cuda decoding: a model the decode kernels cannot serve fails with one clear line") {
   ModelConfig c = model(2, 0, 32, {"pbb", 0, 8, 2}, "LG");  // head dim 32
   Transformer m(c, 3);
-  AdamW place(m.parameters(), AdamWOptions{}, Device::cuda);
+  for (Parameter& p : m.parameters()) place_parameter(p, Device::cuda);
   Generator g(m, 8, kVocabValid);
   // The training attention has no hd-32 kernel either; the decode op names its own limit.
   CHECK_THROWS_WITH_AS(g.step(1), doctest::Contains("head_dim 32 has no cuda kernel"), Error);
