@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -45,6 +46,15 @@ std::optional<int64_t> row_step(const std::string& line) {
 }
 
 }  // namespace
+
+bool is_metrics_key(const std::string& key) {
+  if (std::find(kMetricsKeys.begin(), kMetricsKeys.end(), key) != kMetricsKeys.end()) return true;
+  const size_t dot = key.find('.', 4);
+  if (!key.starts_with("moe.") || dot == std::string::npos || dot == 4) return false;
+  const std::string layer = key.substr(4, dot - 4), suffix = key.substr(dot + 1);
+  return std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         std::find(kMoeMetricsSuffixes.begin(), kMoeMetricsSuffixes.end(), suffix) != kMoeMetricsSuffixes.end();
+}
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, std::vector<std::string_view>{content});

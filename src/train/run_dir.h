@@ -25,10 +25,13 @@ void write_file_atomic(const std::string& path, const std::string& content);
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
 
 // The keys of the rows the trainer writes to metrics.jsonl (trainer.cpp): every step's and every
-// evaluation's. A sweep's `metrics` are checked against them.
+// evaluation's, and per MoE layer L "moe.L.<suffix>". A sweep's `metrics` are checked against them.
 inline const std::vector<std::string> kMetricsKeys = {
     "step", "loss", "lr", "grad_norm", "tokens", "tokens_per_s", "mfu", "skipped",
     "val_loss", "val_ppl", "retrieval_acc", "retrieval_tok_acc", "retrieval_logprob"};
+inline const std::vector<std::string> kMoeMetricsSuffixes = {"aux_loss", "load_min", "load_max", "load_cv", "dropped"};
+// One of kMetricsKeys, or moe.<layer>.<one of kMoeMetricsSuffixes>.
+bool is_metrics_key(const std::string& key);
 
 // One JSON object, keys in insertion order: MetricsRow().add("step", 5).add("loss", 2.3).
 // Doubles print as the shortest text that reads back to the same value; NaN/inf print as the

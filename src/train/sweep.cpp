@@ -147,10 +147,11 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
       for (const auto& x : m) {
         HYLO_CHECK(x.IsScalar(), "{}: metrics: expected names, got a {}", path, x.IsMap() ? "map" : "list");
         const std::string& name = x.Scalar();
-        if (std::find(kMetricsKeys.begin(), kMetricsKeys.end(), name) == kMetricsKeys.end()) {
+        if (!is_metrics_key(name)) {
           const std::string near = nearest_choice(name, kMetricsKeys, 3);
-          HYLO_FAIL("{}: metrics: unknown metric '{}' ({}the trainer writes {})", path, name,
-                    near.empty() ? "" : "did you mean '" + near + "'? ", fmt::join(kMetricsKeys, ", "));
+          HYLO_FAIL("{}: metrics: unknown metric '{}' ({}the trainer writes {}, and moe.<layer>.{{{}}})", path, name,
+                    near.empty() ? "" : "did you mean '" + near + "'? ", fmt::join(kMetricsKeys, ", "),
+                    fmt::join(kMoeMetricsSuffixes, ","));
         }
         spec.metrics.push_back(name);
       }

@@ -108,6 +108,8 @@ TEST_CASE("bad sweep files give one-line errors naming the file and the key") {
       {"points: [{model.local.kind: swa}]\ngrid: {model.local.kind: [pbb]}\n", "in both points[0] and grid"},
       {"metrics: loss\npoints: [{train.lr: 1}]\n", "metrics: expected a list"},
       {"metrics: [loss, val_los]\npoints: [{train.lr: 1}]\n", "unknown metric 'val_los' (did you mean 'val_loss'?"},
+      {"metrics: [moe.1.load]\npoints: [{train.lr: 1}]\n", "unknown metric 'moe.1.load' ("},
+      {"metrics: [moe.x.load_max]\npoints: [{train.lr: 1}]\n", "unknown metric 'moe.x.load_max' ("},
       {"name: a/b\npoints: [{train.lr: 1}]\n", "name 'a/b'"},
       {"set: {train.lr: 1}\n", "nothing to sweep"},
       {"points: [{train.lr: [1, 2}]\n", "invalid YAML"},
@@ -148,13 +150,13 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   const fs::path sweep_dir = ws.dir / "out/l";
   for (const char* point : {"00_kind-pbb", "01_kind-swa"})
     CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
-  // Every key the trainer wrote is one a sweep may name in `metrics` (kMetricsKeys).
+  // Every key the trainer wrote is one a sweep may name in `metrics` (is_metrics_key).
   std::istringstream rows(read_file(sweep_dir / "00_kind-pbb/metrics.jsonl").value());
   for (std::string row; std::getline(rows, row);)
     for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
       const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
       CAPTURE(row);
-      CHECK(std::find(kMetricsKeys.begin(), kMetricsKeys.end(), key) != kMetricsKeys.end());
+      CHECK(is_metrics_key(key));
     }
   const std::string json = read_file(sweep_dir / "sweep.json").value();
   CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
@@ -194,6 +196,24 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
     CHECK(fs::exists(sweep_dir / "retrieval.png"));  // accuracy by distance, from the eval report
     CHECK(md.find("![retrieval by distance](retrieval.png)") != std::string::npos);
   }
+}
+
+TEST_CASE("an MoE run's per-layer metrics are keys a sweep may name") {
+  SweepWorkspace ws("moe_metrics");
+  ws.succeeds("train tiny.yaml --run-dir moe --set model.moe.experts=2 --set model.moe.top_k=1 "
+              "--set model.moe.expert_hidden=16");
+  std::istringstream rows(read_file(ws.dir / "moe/metrics.jsonl").value());
+  int moe_keys = 0;
+  for (std::string row; std::getline(rows, row);)
+    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
+      const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
+      CAPTURE(row);
+      CHECK(is_metrics_key(key));
+      moe_keys += key.starts_with("moe.");
+    }
+  CHECK(moe_keys > 0);
+  const std::string path = ws.sweep("m.yaml", "metrics: [loss, moe.1.load_max]\npoints: [{train.lr: 0.001}]\n");
+  CHECK(load_sweep(path).metrics == std::vector<std::string>{"loss", "moe.1.load_max"});
 }
 
 TEST_CASE("sweep --set applies to every point after the file's set, and refuses a key the sweep varies") {
