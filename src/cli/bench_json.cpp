@@ -5,15 +5,17 @@
 
 #include <chrono>
 
+#include "core/file.h"
+#include "core/revision.h"
 #include "train/json_text.h"
-#include "train/run_dir.h"
 
 namespace hylo {
 
 void write_bench_json(const std::string& path, const BenchJson& json) {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::string text = fmt::format("{{\n  \"bench\": {},\n  \"date\": \"{:%Y-%m-%d}\",\n  \"device\": {},\n",
-                                 json_string(json.bench), fmt::gmtime(now), json_string(json.device));
+  std::string text =
+      fmt::format("{{\n  \"bench\": {},\n  \"date\": \"{:%Y-%m-%d}\",\n  \"commit\": {},\n  \"device\": {},\n",
+                  json_string(json.bench), fmt::gmtime(now), json_string(git_revision()), json_string(json.device));
   if (!json.extra.empty()) text += "  " + json.extra + ",\n";
   text += "  \"settings\": " + json.settings + ",\n  \"rows\": [\n";
   for (size_t i = 0; i < json.rows.size(); ++i) text += "    " + json.rows[i] + (i + 1 < json.rows.size() ? ",\n" : "\n");

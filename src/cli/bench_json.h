@@ -1,5 +1,6 @@
 // The --json file of every `hylo bench` command, one layout for all:
-//   {"bench": NAME, "date": UTC date, "device": ..., [extra fields,] "settings": {...}, "rows": [
+//   {"bench": NAME, "date": UTC date, "commit": the build's git revision, "device": ...,
+//    [extra fields,] "settings": {...}, "rows": [
 //     {...},        <- one row per line
 //   ]}
 // Rows and settings are JSON object texts the bench formats itself (fixed decimals per column).

@@ -1,5 +1,6 @@
 #include "cli/data_commands.h"
 
+#include "cli/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 
@@ -8,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -22,7 +22,6 @@
 #include "core/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
-#include "train/run_dir.h"
 #include "train/suggest.h"
 
 namespace hylo {
@@ -328,7 +327,7 @@ std::string cpu_model() {
 // Tokenizer throughput on the prepared corpus: one thread, then `threads`. A benchmark program,
 // not a test: it prints a table and optionally writes the numbers as JSON.
 int run_bench(const std::vector<std::string>& args) {
-  Options o("bench", args, {"sources", "raw", "tokenizer", "threads", "repeat", "json", "commit"});
+  Options o("bench", args, {"sources", "raw", "tokenizer", "threads", "repeat", "json"});
   const int repeat = std::max(1, parse_number<int>("data bench", "--repeat", o.get("repeat", "3")));
   const auto sources = resolve_sources(o.get("sources", "core"));
   const int threads = o.values.count("threads") ? parse_number<int>("data bench", "--threads", o.values["threads"])
@@ -363,23 +362,20 @@ int run_bench(const std::vector<std::string>& args) {
                double(bytes) / 1e6 / r.seconds, double(r.tokens) / 1e6 / r.seconds);
 
   if (o.values.count("json")) {
-    char date[32];
-    std::time_t now = std::time(nullptr);
-    std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
-    std::string joined, rows;
+    std::string joined;
     for (const auto& s : sources) joined += fmt::format("{}\"{}\"", joined.empty() ? "" : ", ", s);
+    BenchJson json;
+    json.bench = "data";
+    json.device = fmt::format("{}, {} hardware threads", cpu_model(), std::thread::hardware_concurrency());
+    json.extra = fmt::format("\"what\": \"tokenizer throughput (r50k_base, encode_ordinary_batch)\", \"documents\": "
+                             "{}, \"bytes\": {}, \"tokens\": {}, \"bytes_per_token\": {:.4f}",
+                             texts.size(), bytes, runs.front().tokens, double(bytes) / double(runs.front().tokens));
+    json.settings = fmt::format("{{\"sources\": [{}], \"best_of\": {}}}", joined, repeat);
     for (const auto& r : runs)
-      rows += fmt::format("{}    {{\"threads\": {}, \"seconds\": {:.3f}, \"mb_per_s\": {:.2f}, \"mtokens_per_s\": {:.3f}}}",
-                          rows.empty() ? "" : ",\n", r.threads, r.seconds, double(bytes) / 1e6 / r.seconds,
-                          double(r.tokens) / 1e6 / r.seconds);
-    std::ofstream out(o.values["json"]);
-    out << fmt::format(
-        "{{\n  \"what\": \"tokenizer throughput (r50k_base, encode_ordinary_batch)\",\n  \"hardware\": \"{}, {} "
-        "hardware threads\",\n  \"commit\": \"{}\",\n  \"date\": \"{}\",\n  \"sources\": [{}],\n  \"documents\": {},\n"
-        "  \"bytes\": {},\n  \"tokens\": {},\n  \"bytes_per_token\": {:.4f},\n  \"best_of\": {},\n  \"runs\": [\n{}\n  ]\n}}\n",
-        cpu_model(), std::thread::hardware_concurrency(), o.get("commit", "uncommitted"), date, joined, texts.size(),
-        bytes, runs.front().tokens, double(bytes) / double(runs.front().tokens), repeat, rows);
-    HYLO_CHECK(out.good(), "{}: cannot write", o.values["json"]);
+      json.rows.push_back(fmt::format("{{\"threads\": {}, \"seconds\": {:.3f}, \"mb_per_s\": {:.2f}, \"mtokens_per_s\": {:.3f}}}",
+                                      r.threads, r.seconds, double(bytes) / 1e6 / r.seconds,
+                                      double(r.tokens) / 1e6 / r.seconds));
+    write_bench_json(o.values["json"], json);
   }
   return 0;
 }

@@ -4,7 +4,7 @@
 //   encode  [--tokenizer PATH]            UTF-8 on stdin -> space-separated ids on stdout
 //   decode  [--tokenizer PATH]            ids on stdin -> text on stdout
 //   inspect SHARD                         validate a shard and print its header
-//   bench   [--sources ...] [--threads N] [--repeat R] [--json PATH] [--commit REV]
+//   bench   [--sources ...] [--threads N] [--repeat R] [--json PATH]
 //                                         tokenizer throughput (best of R runs)
 #pragma once
 #include <cstdint>

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/file.h"
 #include "data/tokenizer.h"
 #include "train/evaluate.h"
 #include "train/export.h"
@@ -14,7 +15,6 @@
 #include "train/last_word.h"
 #include "train/model_checkpoint.h"
 #include "train/retrieval.h"
-#include "train/run_dir.h"
 #include "train/trainer.h"
 
 namespace hylo {

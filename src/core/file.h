@@ -1,11 +1,19 @@
-// Whole-file reads, shared by the data, training and command layers.
+// Whole-file reads and atomic writes, shared by the data, training and command layers.
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace hylo {
 
 // The bytes of the file at `path`, or nullopt when it cannot be opened. Callers word the error.
 std::optional<std::string> read_file(const std::string& path);
+
+// Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old or the new file,
+// and a failure leaves the old one (and no temporary file).
+void write_file_atomic(const std::string& path, const std::string& content);
+// The same for content in pieces, written one after the other (large files need no second copy).
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
 
 }  // namespace hylo

@@ -8,11 +8,11 @@
 #include <array>
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace hylo::data {
 
@@ -98,24 +98,8 @@ void write_shard(const std::string& path, std::span<const int32_t> tokens, uint6
   std::memcpy(header.data() + 52, metadata.data(), metadata.size());
   put(header.data(), kHeaderCrcOffset, crc32(header.data(), header.size()));
 
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(temp.c_str(), "wb");
-  HYLO_CHECK(file, "{}: cannot create ({})", temp, errno_text());
-  bool ok = std::fwrite(header.data(), 1, header.size(), file) == header.size() &&
-            (payload.empty() || std::fwrite(payload.data(), 1, payload.size(), file) == payload.size());
-  ok = std::fflush(file) == 0 && ok;
-  ok = ::fsync(::fileno(file)) == 0 && ok;  // the rename must not expose unwritten data
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok) {
-    std::string reason = errno_text();
-    std::remove(temp.c_str());
-    HYLO_FAIL("{}: write failed ({})", path, reason);
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::string reason = errno_text();
-    std::remove(temp.c_str());
-    HYLO_FAIL("{}: cannot rename {} into place ({})", path, temp, reason);
-  }
+  auto bytes = [](const auto& v) { return std::string_view(reinterpret_cast<const char*>(v.data()), v.size()); };
+  write_file_atomic(path, {bytes(header), bytes(payload)});
 }
 
 ShardReader::ShardReader(const std::string& path, bool verify_payload_crc) : path_(path) {

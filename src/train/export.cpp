@@ -7,13 +7,13 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
 #include "ops/cpu/cross_entropy.h"
 #include "train/buffers.h"
 #include "train/config.h"
 #include "train/json_text.h"
-#include "train/run_dir.h"
 
 namespace hylo {
 

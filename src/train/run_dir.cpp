@@ -1,8 +1,5 @@
 #include "train/run_dir.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -54,35 +51,6 @@ bool is_metrics_key(const std::string& key) {
   const std::string layer = key.substr(4, dot - 4), suffix = key.substr(dot + 1);
   return std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
          std::find(kMoeMetricsSuffixes.begin(), kMoeMetricsSuffixes.end(), suffix) != kMoeMetricsSuffixes.end();
-}
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-  write_file_atomic(path, std::vector<std::string_view>{content});
-}
-
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  HYLO_CHECK(fd >= 0, "{}: cannot create: {}", tmp, std::strerror(errno));
-  for (std::string_view content : pieces) {
-    size_t done = 0;
-    while (done < content.size()) {
-      ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        int err = errno;
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        HYLO_FAIL("{}: write failed: {}", tmp, std::strerror(err));
-      }
-      done += size_t(n);
-    }
-  }
-  bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  HYLO_CHECK(synced, "{}: fsync failed: {}", tmp, std::strerror(errno));
-  HYLO_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "{}: cannot rename {} into place: {}", path, tmp,
-             std::strerror(errno));
 }
 
 void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode) {

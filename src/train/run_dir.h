@@ -19,11 +19,6 @@ enum class RunDirMode { fresh, resume, overwrite };
 //   overwrite -> checkpoints/, metrics.jsonl and log.txt are removed first (also when equal).
 void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode);
 
-// Writes `content` to `path` via `path.tmp` + fsync + rename: readers see the old or the new file.
-void write_file_atomic(const std::string& path, const std::string& content);
-// The same for content in pieces, written one after the other (large files need no second copy).
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces);
-
 // The keys of the rows the trainer writes to metrics.jsonl (trainer.cpp): every step's and every
 // evaluation's, and per MoE layer L "moe.L.<suffix>". A sweep's `metrics` are checked against them.
 inline const std::vector<std::string> kMetricsKeys = {

@@ -85,7 +85,7 @@ TEST_CASE("shard: write then read back, uint16 and uint32") {
   }
   // No temporary file is left beside the shards.
   for (const auto& entry : fs::directory_iterator(dir.path))
-    CHECK(entry.path().string().find(".tmp.") == std::string::npos);
+    CHECK(entry.path().string().find(".tmp") == std::string::npos);
 }
 
 TEST_CASE("shard: an empty shard is valid") {

@@ -251,6 +251,7 @@ TEST_CASE("hylo bench train --json replaces an older file with the bench layout 
   for (const char* key : {"\"bench\": \"train\"", "\"device\": \"cpu\"", "\"settings\": {", "\"expert_gemm\": \"default\"",
                           "\"rows\": [", "\"tokens_per_s\": "})
     CHECK_MESSAGE(text.str().find(key) != std::string::npos, key);
+  CHECK(text.str().find(fmt::format("\"commit\": \"{}\"", git_revision())) != std::string::npos);
   CHECK_FALSE(fs::exists(json + ".tmp"));
 
   const CommandResult bad = run(bench + " --expert-gemm fastest");
