@@ -42,4 +42,6 @@ std::vector<int> parse_int_list(const std::string& command, const std::string& f
   return values;
 }
 
+std::filesystem::path self_binary() { return std::filesystem::canonical("/proc/self/exe"); }
+
 }  // namespace hylo

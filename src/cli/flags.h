@@ -1,7 +1,9 @@
-// Flag values shared by the commands: the value after a flag, numbers, comma lists and positive
-// integers, with errors that name the command, the flag and the text (SPEC §8).
+// What the commands share: flag values (the value after a flag, numbers, comma lists and positive
+// integers, with errors that name the command, the flag and the text, SPEC §8) and the path of the
+// running executable.
 #pragma once
 #include <charconv>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -32,5 +34,8 @@ std::vector<std::string> split_commas(const std::string& text);
 int parse_positive_int(const std::string& command, const std::string& flag, const std::string& text);
 // "16,64" -> {16, 64}; at least one value.
 std::vector<int> parse_int_list(const std::string& command, const std::string& flag, const std::string& text);
+
+// This hylo executable (what a sweep's jobs run; where scripts/ is found next to the build).
+std::filesystem::path self_binary();
 
 }  // namespace hylo

@@ -1,0 +1,373 @@
+// `hylo report DIR [DIR... --out DIR]` (SPEC §7): the final metrics of a sweep's runs as a markdown
+// table (report.md), their spread over seeds and differences paired by seed where train.seed
+// varies, and plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one
+// sweep, e.g. launched once per seed, pool into one report.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/error.h"
+#include "core/file.h"
+#include "train/json_text.h"
+#include "train/sweep.h"
+
+namespace hylo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ReportRow {
+  std::string name;
+  fs::path run_dir;
+  std::map<std::string, std::string> overrides;
+  std::optional<fs::path> retrieval_report;  // the last eval*.json (by name) with retrieval by distance
+  std::map<std::string, double> values;
+  bool in_sweep = false;  // a point of a sweep.json (else a run found in a plain directory)
+};
+
+// The value of `key` in one metrics.jsonl row (written by MetricsRow: "key":value, no spaces).
+std::optional<double> row_value(const std::string& line, const std::string& key) {
+  const std::string needle = json_string(key) + ":";
+  const size_t at = line.find(needle);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = line.c_str() + at + needle.size();
+  char* end = nullptr;
+  const double x = std::strtod(begin, &end);  // also reads NaN / Infinity
+  if (end == begin) return std::nullopt;
+  return x;
+}
+
+// Last value of each metric: a train metric from the last train row, val_* from the last eval row
+// (the rows are separate, so "last row that has the key" is both).
+void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
+  std::ifstream in(row.run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    for (const std::string& m : metrics)
+      if (auto x = row_value(line, m)) row.values[m] = *x;
+    if (line.find("\"loss\":") != std::string::npos)
+      if (auto step = row_value(line, "step")) row.values["step"] = *step;
+  }
+  // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy (exact V) and token
+  // accuracy over all distances; the second moves long before the first.
+  std::vector<fs::path> evals;
+  for (const auto& e : fs::directory_iterator(row.run_dir)) {
+    const std::string f = e.path().filename().string();
+    if (f.starts_with("eval") && f.ends_with(".json")) evals.push_back(e.path());
+  }
+  std::sort(evals.begin(), evals.end());
+  for (const fs::path& p : evals) {
+    try {
+      const YAML::Node retrieval = YAML::LoadFile(p.string())["retrieval"];
+      if (const YAML::Node acc = retrieval["overall"]["accuracy"]) row.values["retrieval_acc"] = acc.as<double>();
+      if (const YAML::Node acc = retrieval["overall"]["token_accuracy"])
+        row.values["retrieval_tok_acc"] = acc.as<double>();
+      if (retrieval["by_distance"]) row.retrieval_report = p;
+    } catch (const YAML::Exception&) {
+      fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
+    }
+  }
+}
+
+std::string format_value(double x) {
+  if (!std::isfinite(x)) return fmt::format("{}", x);
+  return std::fabs(x) >= 1000 || x == std::floor(x) ? fmt::format("{:.0f}", x) : fmt::format("{:.4f}", x);
+}
+
+std::optional<fs::path> find_script(const std::string& name) {
+  for (const fs::path& p : {self_binary().parent_path() / ".." / "scripts" / name, fs::path("scripts") / name})
+    if (fs::exists(p)) return fs::canonical(p);
+  return std::nullopt;
+}
+
+// Mean and sample standard deviation (0 for one value).
+std::pair<double, double> mean_sd(const std::vector<double>& v) {
+  double mean = 0, squares = 0;
+  for (double x : v) mean += x / double(v.size());
+  for (double x : v) squares += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0};
+}
+
+// Runs that differ only in train.seed, grouped (keys in `keys` order, the seed left out), in two
+// tables:
+// - per group, how many seeds finished, and the mean and standard deviation of each of `columns`;
+// - per group after the first, its differences from the first group, paired by seed, as mean and
+//   standard error. The seed sets the initialisation and the data order, the same for every group,
+//   and it moves every group alike (experiments/results/hybrids_all.md), so the pairs resolve
+//   differences that the spread over seeds hides.
+// Empty when the sweep does not vary the seed.
+std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
+                         const std::vector<std::string>& columns) {
+  const std::string seed = "train.seed";
+  if (std::find(keys.begin(), keys.end(), seed) == keys.end()) return "";
+  std::vector<std::string> group_keys;
+  std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
+  std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
+  for (const ReportRow& row : rows) {
+    if (row.values.empty()) continue;  // not run yet
+    std::string label;
+    for (const std::string& k : group_keys) label += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
+    it->second.push_back(&row);
+  }
+  auto header = [&](const std::string& count, const std::string& suffix) {
+    std::string table = "|", rule = "|";
+    for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
+    table += " " + count + " |", rule += "---|";
+    for (const std::string& c : columns) table += " " + c + suffix + " |", rule += "---|";
+    return table + "\n" + rule + "\n";
+  };
+  auto value = [](const ReportRow& row, const std::string& c) -> std::optional<double> {
+    auto it = row.values.find(c);
+    return it == row.values.end() ? std::nullopt : std::optional<double>(it->second);
+  };
+  auto cell = [](const std::vector<double>& v, bool standard_error) {
+    if (v.empty()) return std::string(" - |");
+    const auto [mean, sd] = mean_sd(v);
+    const double spread = standard_error ? sd / std::sqrt(double(v.size())) : sd;
+    return v.size() > 1 ? fmt::format(" {} ± {} |", format_value(mean), format_value(spread))
+                        : fmt::format(" {} |", format_value(mean));
+  };
+
+  std::string spread = header("seeds", " (mean ± sd)");
+  for (const auto& [label, members] : groups) {
+    spread += "|" + label + fmt::format(" {} |", members.size());
+    for (const std::string& c : columns) {
+      std::vector<double> v;
+      for (const ReportRow* row : members)
+        if (auto x = value(*row, c)) v.push_back(*x);
+      spread += cell(v, false);
+    }
+    spread += "\n";
+  }
+  std::string out = "\nOver seeds (runs that differ only in train.seed):\n\n" + spread;
+  if (groups.size() < 2) return out;
+
+  std::string paired = header("pairs", " − first (mean ± se)");
+  const auto& first = groups.front().second;
+  for (size_t g = 1; g < groups.size(); ++g) {
+    std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
+    for (const ReportRow* row : groups[g].second)
+      for (const ReportRow* base : first)
+        if (base->overrides.count(seed) && row->overrides.count(seed) &&
+            base->overrides.at(seed) == row->overrides.at(seed))
+          pairs.emplace_back(row, base);
+    paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
+    for (const std::string& c : columns) {
+      std::vector<double> d;
+      for (const auto& [row, base] : pairs)
+        if (auto x = value(*row, c), y = value(*base, c); x && y) d.push_back(*x - *y);
+      paired += cell(d, true);
+    }
+    paired += "\n";
+  }
+  return out +
+         "\nPaired by seed (each group minus the first group above, over the seeds both finished; se: the "
+         "standard error of the mean difference):\n\n" +
+         paired;
+}
+
+// The rows of one sweep directory: its sweep.json's points in order (their override keys appended
+// to `keys`, its metrics to `metrics`), or else every subdirectory with a metrics.jsonl, by name.
+// Row names are the point names, after `prefix`. Returns what the sweep ran apart from its seed
+// (name, base config, `set` without train.seed; empty for a plain directory): directories
+// combine into one report only when that is the same.
+std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std::vector<std::string>& metrics,
+                            std::vector<std::string>& keys, std::vector<ReportRow>& rows) {
+  auto add_once = [](std::vector<std::string>& list, const std::string& x) {
+    if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
+  };
+  const fs::path json = dir / "sweep.json";
+  if (!fs::exists(json)) {
+    std::vector<ReportRow> found;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (fs::exists(e.path() / "metrics.jsonl")) {
+        ReportRow row;
+        row.name = prefix + e.path().filename().string();
+        row.run_dir = e.path();
+        found.push_back(std::move(row));
+      }
+    std::sort(found.begin(), found.end(), [](const ReportRow& a, const ReportRow& b) { return a.name < b.name; });
+    rows.insert(rows.end(), found.begin(), found.end());
+    return "";
+  }
+  try {
+    const YAML::Node sweep = YAML::LoadFile(json.string());  // JSON is flow YAML
+    std::string what =
+        fmt::format("sweep {} on {}", sweep["name"].as<std::string>(""), sweep["base"].as<std::string>(""));
+    std::map<std::string, std::string> set;  // sorted: the same set reads the same
+    for (const auto& kv : sweep["set"])
+      if (kv.first.as<std::string>() != "train.seed") set[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    for (const auto& [k, v] : set) what += fmt::format(" {}={}", k, v);
+    for (const auto& m : sweep["metrics"]) add_once(metrics, m.as<std::string>());
+    for (const auto& p : sweep["points"]) {
+      // The sweep dir may have been moved or copied off the cluster: look next to sweep.json.
+      ReportRow row;
+      row.name = prefix + p["name"].as<std::string>();
+      row.run_dir = dir / p["name"].as<std::string>();
+      row.in_sweep = true;
+      for (const auto& kv : p["overrides"]) {
+        const std::string key = kv.first.as<std::string>();
+        add_once(keys, key);
+        row.overrides[key] = kv.second.as<std::string>();
+      }
+      rows.push_back(std::move(row));
+    }
+    return what;
+  } catch (const YAML::Exception& e) {
+    HYLO_FAIL("{}: not a sweep.json written by hylo sweep: {}", json.string(), e.msg);
+  }
+}
+
+// A sweep point's seed that the point does not set (the sweep's `set`, `--set`, the base config) is
+// read from its run's resolved config.yaml, and it becomes a key when the runs differ in it: the
+// same sweep launched once per seed into several directories then pairs up by seed like a sweep
+// over seeds. (Runs of a plain directory are left alone: what else they differ in is not known.)
+void read_run_seeds(std::vector<ReportRow>& rows, std::vector<std::string>& keys) {
+  const std::string seed = "train.seed";
+  std::vector<std::string> seen;
+  for (ReportRow& row : rows) {
+    if (!row.in_sweep) continue;
+    const fs::path config = row.run_dir / "config.yaml";
+    if (!row.overrides.count(seed) && fs::exists(config)) {
+      try {
+        row.overrides[seed] = YAML::LoadFile(config.string())["train"]["seed"].as<std::string>();
+      } catch (const YAML::Exception& e) {
+        HYLO_FAIL("{}: no train.seed: {}", config.string(), e.msg);
+      }
+    }
+    if (row.overrides.count(seed) && std::find(seen.begin(), seen.end(), row.overrides[seed]) == seen.end())
+      seen.push_back(row.overrides[seed]);
+  }
+  if (seen.size() > 1 && std::find(keys.begin(), keys.end(), seed) == keys.end()) keys.push_back(seed);
+}
+
+}  // namespace
+
+int run_report_command(const Args& args) {
+  std::vector<fs::path> dirs;
+  std::optional<fs::path> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--out") {
+      out = flag_value(args, i, "report");
+    } else {
+      HYLO_CHECK(!args[i].starts_with("--"), "report: unknown flag '{}'", args[i]);
+      std::string dir_text = args[i];
+      while (dir_text.size() > 1 && dir_text.back() == '/') dir_text.pop_back();  // "x/" names x, too
+      HYLO_CHECK(fs::is_directory(dir_text), "report: no such directory '{}'", dir_text);
+      dirs.push_back(dir_text);
+    }
+  }
+  HYLO_CHECK(!dirs.empty(), "report: expected a sweep directory (e.g. runs/sweeps/pbb-vs-swa-tiny)");
+  HYLO_CHECK(dirs.size() == 1 || out, "report: {} sweep directories need --out DIR for the combined report",
+             dirs.size());
+  const fs::path dir = out.value_or(dirs.front());
+
+  std::vector<std::string> metrics, keys;
+  std::vector<ReportRow> rows;
+  std::vector<std::string> ran;  // per directory, what its sweep ran apart from the seed
+  for (const fs::path& d : dirs)
+    ran.push_back(load_sweep_rows(d, dirs.size() > 1 ? d.string() + "/" : "", metrics, keys, rows));
+  for (size_t i = 0; i < dirs.size() && dirs.size() > 1; ++i) {
+    HYLO_CHECK(!ran[i].empty(), "report: {} holds no sweep.json; only sweep directories combine", dirs[i].string());
+    HYLO_CHECK(ran[i] == ran[0], "report: {} ran {}, but {} ran {}: only runs of one sweep combine",
+               dirs[i].string(), ran[i], dirs[0].string(), ran[0]);
+  }
+  HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
+  if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
+  read_run_seeds(rows, keys);
+  // A seed pooled twice would count twice over seeds, pair with itself, and share a plot label.
+  auto seed_of = [](const ReportRow& row) {
+    const auto it = row.overrides.find("train.seed");
+    return it == row.overrides.end() ? std::string("unset") : it->second;
+  };
+  auto finished = [](const ReportRow& row) { return fs::exists(row.run_dir / "metrics.jsonl"); };
+  for (size_t i = 0; i < rows.size() && dirs.size() > 1; ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (finished(rows[i]) && finished(rows[j]) && rows[i].run_dir.filename() == rows[j].run_dir.filename() &&
+          seed_of(rows[i]) == seed_of(rows[j]))
+        HYLO_FAIL("report: {} and {} are the same point with the same seed ({}): pool each seed once", rows[j].name,
+                  rows[i].name, seed_of(rows[i]));
+  fs::create_directories(dir);
+
+  bool any_retrieval = false;
+  std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
+  for (ReportRow& row : rows) {
+    if (!finished(row)) continue;  // a point not run yet: an empty row
+    collect_metrics(row, metrics);
+    any_retrieval |= row.values.count("retrieval_acc") > 0;
+    // Pooled directories name their rows by path; a plot's legend names the run and its seed
+    // (unique: each point's seed is pooled once, checked above).
+    const auto seed = row.overrides.find("train.seed");
+    const std::string label = dirs.size() > 1 && seed != row.overrides.end()
+                                  ? fmt::format("{} (seed {})", row.run_dir.filename().string(), seed->second)
+                                  : row.name;
+    run_dirs.push_back(label + "=" + row.run_dir.string());
+    if (row.retrieval_report) retrieval_reports.push_back(label + "=" + row.retrieval_report->string());
+  }
+
+  std::vector<std::string> columns{"point"};
+  columns.insert(columns.end(), keys.begin(), keys.end());
+  columns.push_back("step");
+  columns.insert(columns.end(), metrics.begin(), metrics.end());
+  if (any_retrieval)
+    for (const char* c : {"retrieval_acc", "retrieval_tok_acc"})
+      if (std::find(columns.begin(), columns.end(), c) == columns.end()) columns.push_back(c);
+  std::string table = "|", rule = "|";
+  for (const std::string& c : columns) table += " " + c + " |", rule += "---|";
+  table += "\n" + rule + "\n";
+  for (const ReportRow& row : rows) {
+    table += "| " + row.name + " |";
+    for (const std::string& k : keys) table += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
+    for (size_t c = 1 + keys.size(); c < columns.size(); ++c) {
+      auto it = row.values.find(columns[c]);
+      table += fmt::format(" {} |", it == row.values.end() ? std::string("-") : format_value(it->second));
+    }
+    table += "\n";
+  }
+  std::vector<std::string> metric_columns(columns.begin() + std::ptrdiff_t(1 + keys.size() + 1), columns.end());
+  const std::string over_seeds = seed_summary(rows, keys, metric_columns);
+  fmt::print("{}{}", table, over_seeds);
+
+  // Each plot: scripts/<script> under /usr/bin/python3 with matplotlib into dir/<png>; the report's
+  // image line, or nothing (said) when it cannot be drawn.
+  const bool have_matplotlib = std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0;
+  auto plot = [&](const std::string& script_name, const std::vector<std::string>& inputs, const std::string& png,
+                  const std::string& caption) -> std::string {
+    if (inputs.empty()) return "";
+    const std::optional<fs::path> script = find_script(script_name);
+    if (!script || !have_matplotlib) {
+      fmt::print("report: no {} ({} not found)\n", png, script ? "/usr/bin/python3 with matplotlib" : "scripts/" + script_name);
+      return "";
+    }
+    std::string command = "/usr/bin/python3 " + shell_quote(script->string());
+    for (const std::string& input : inputs) command += " " + shell_quote(input);
+    command += " --out " + shell_quote((dir / png).string()) + " >/dev/null";
+    if (std::system(command.c_str()) == 0) return fmt::format("\n![{}]({})\n", caption, png);
+    fmt::print(stderr, "report: {} failed; no {}\n", script_name, png);
+    return "";
+  };
+  std::string title;
+  for (const fs::path& d : dirs)
+    title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
+  const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
+                            plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
+  write_file_atomic((dir / "report.md").string(),
+                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds,
+                                plots));
+  fmt::print("wrote {}\n", (dir / "report.md").string());
+  return 0;
+}
+
+}  // namespace hylo
