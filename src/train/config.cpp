@@ -20,10 +20,10 @@
 #include <type_traits>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "core/tensor.h"
 #include "data/source_span.h"
 #include "train/json_text.h"
-#include "train/suggest.h"
 
 #if HYLO_WITH_CUDA
 #include <cuda_runtime_api.h>

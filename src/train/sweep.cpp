@@ -31,9 +31,9 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/suggest.h"
 #include "train/config.h"
 #include "train/run_dir.h"
-#include "train/suggest.h"
 
 namespace hylo {
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "cli/data_commands.h"
+#include "data/prepare.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"

@@ -1,19 +1,12 @@
-// `hylo data ...`: corpus preparation and tokenizer/shard tools (SPEC §4).
-//   prepare [--sources core|all|a,b] [--val-fraction F] [--seed S] [--raw DIR] [--out DIR]
-//           [--tokenizer PATH] [--threads N]
-//   encode  [--tokenizer PATH]            UTF-8 on stdin -> space-separated ids on stdout
-//   decode  [--tokenizer PATH]            ids on stdin -> text on stdout
-//   inspect SHARD                         validate a shard and print its header
-//   bench   [--sources ...] [--threads N] [--repeat R] [--json PATH]
-//                                         tokenizer throughput (best of R runs)
+// Corpus preparation (SPEC §4): the pinned sources' raw files, tokenized, split train/val by whole
+// documents per source, written as shards plus a manifest (`hylo data prepare`).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace hylo {
-
-namespace data {
+namespace hylo::data {
 
 inline constexpr const char* kDefaultTokenizerPath = "data/tokenizer/r50k_base.tiktoken";
 
@@ -35,6 +28,18 @@ struct SourceSummary {
   uint64_t bytes = 0;
 };
 
+// One raw file of a source, as read (train/val assigned by prepare_tokens).
+struct Document {
+  size_t source;
+  std::string name;
+  std::string text;
+  bool val = false;
+};
+
+// Every file of raw_dir/<source> for each source (sources[i] is Document::source i), in name
+// order; fails naming the directory when a source was not fetched, or a file that is not UTF-8.
+std::vector<Document> read_documents(const std::string& raw_dir, const std::vector<std::string>& sources);
+
 // Reads raw_dir/<source>/*, tokenizes, splits by whole documents and writes out_dir/train.bin,
 // out_dir/val.bin and out_dir/manifest.tsv (split, source, file, tokens per document).
 std::vector<SourceSummary> prepare_tokens(const PrepareOptions& options);
@@ -42,5 +47,4 @@ std::vector<SourceSummary> prepare_tokens(const PrepareOptions& options);
 // The source names behind "core", "all" or "a,b"; throws on an unknown name.
 std::vector<std::string> resolve_sources(const std::string& spec);
 
-}  // namespace data
-}  // namespace hylo
+}  // namespace hylo::data

@@ -1,4 +1,6 @@
-#include "train/suggest.h"
+#include "core/suggest.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <vector>
@@ -26,6 +28,13 @@ std::string nearest_choice(std::string_view word, std::span<const std::string> c
   for (const std::string& choice : choices)
     if (const size_t d = edit_distance(word, choice); d < best_d) best_d = d, best = choice;
   return best;
+}
+
+std::string did_you_mean(const std::string& word, std::span<const std::string> choices) {
+  for (const auto& choice : choices)  // an abbreviation: --val-frac for --val-fraction
+    if (word.size() >= 3 && choice.starts_with(word)) return fmt::format(" (did you mean '{}'?)", choice);
+  const std::string near = nearest_choice(word, choices, std::max<size_t>(2, word.size() / 3));
+  return near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near);
 }
 
 }  // namespace hylo

@@ -14,4 +14,8 @@ size_t edit_distance(std::string_view a, std::string_view b);
 // is more than `max_distance` away.
 std::string nearest_choice(std::string_view word, std::span<const std::string> choices, size_t max_distance);
 
+// " (did you mean 'CHOICE'?)" for a choice that `word` abbreviates (3 characters or more) or is
+// near by edit distance (within a third of its length, at least 2), else "": an error's suffix.
+std::string did_you_mean(const std::string& word, std::span<const std::string> choices);
+
 }  // namespace hylo
