@@ -1,16 +1,6 @@
 #include "train/optimizer.h"
 
-#include <cmath>
-
-#include "ops/cpu/adamw.h"
-#include "ops/cpu/elementwise.h"
-
-#if HYLO_WITH_CUDA
-#include "core/cuda/profile.h"
-#include "core/cuda/tensor_kernels.h"
-#include "kernels/adamw/adamw.h"
-#include "kernels/elementwise/elementwise.h"
-#endif
+#include "ops/optimizer_ops.h"
 
 namespace hylo {
 
@@ -67,26 +57,13 @@ void AdamW::load_moments(const std::vector<Tensor>& m_cpu, const std::vector<Ten
 }
 
 double AdamW::grad_norm(std::optional<bool> only) const {
-  std::vector<const void*> buffers;
-  std::vector<int64_t> sizes;
+  std::vector<Tensor> grads;  // views into the gradients' own storage
   for (size_t i = 0; i < params_.size(); ++i) {
     const Var& v = params_[i].var;
     if (owned_[i].size() == 0 || !v.has_grad() || (only && params_[i].expert_shard != *only)) continue;
-    buffers.push_back(element_range(v.grad(), owned_[i]).raw());  // into the gradient's own storage
-    sizes.push_back(owned_[i].size());
+    grads.push_back(element_range(v.grad(), owned_[i]));
   }
-  if (buffers.empty()) return 0.0;  // a ZeRO-1 rank that owns nothing
-  if (device_ == Device::cpu)
-    return cpu::global_norm(int(buffers.size()), reinterpret_cast<const float* const*>(buffers.data()), sizes.data());
-#if HYLO_WITH_CUDA
-  cuda::ProfileScope profile("grad_norm");
-  Tensor norm = Tensor::empty({1}, DType::f32, Device::cuda, "grad norm");
-  cuda::global_norm(int(buffers.size()), reinterpret_cast<const bf16* const*>(buffers.data()), sizes.data(),
-                    norm.data<float>(), cuda::stream());
-  return norm.to_vector<float>()[0];
-#else
-  HYLO_FAIL("optimizer: cuda device in a build without CUDA");
-#endif
+  return global_norm(grads);  // 0 for a ZeRO-1 rank that owns nothing
 }
 
 void AdamW::step(double lr, double grad_scale) {
@@ -95,29 +72,17 @@ void AdamW::step(double lr, double grad_scale) {
     Parameter& p = params_[i];
     const ElementRange r = owned_[i];
     if (r.size() == 0 || !p.var.has_grad()) continue;
-    const float decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
-    const Tensor g = element_range(p.var.grad(), r);
-    if (device_ == Device::cpu) {
-      cpu::adamw_step<float>(r.size(), master(i).data<float>(), m_[i].data<float>(), v_[i].data<float>(),
-                             g.data<float>(), float(lr), float(options_.beta1), float(options_.beta2),
-                             float(options_.eps), decay, step_, float(grad_scale));
-      continue;
-    }
-#if HYLO_WITH_CUDA
-    cuda::ProfileScope profile("adamw");
-    cuda::AdamWStep hp;
+    AdamWHyper hp;
     hp.lr = float(lr);
     hp.beta1 = float(options_.beta1);
     hp.beta2 = float(options_.beta2);
     hp.eps = float(options_.eps);
-    hp.weight_decay = decay;
-    hp.step = step_;
+    hp.weight_decay = p.weight_decay ? float(options_.weight_decay) : 0.0f;
     hp.grad_scale = float(grad_scale);
+    hp.step = step_;
     hp.param_index = uint32_t(i);
-    // The kernel writes the bf16 compute copy that the next forward reads, in the same pass.
-    cuda::adamw(r.size(), master_[i].data<float>(), m_[i].data<float>(), v_[i].data<float>(), g.data<bf16>(),
-                element_range(p.var.mutable_value(), r).data<bf16>(), hp, cuda::stream());
-#endif
+    const Tensor compute = device_ == Device::cpu ? Tensor() : element_range(p.var.mutable_value(), r);
+    adamw_update(master(i), m_[i], v_[i], element_range(p.var.grad(), r), compute, hp);
   }
 }
 
