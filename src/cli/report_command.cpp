@@ -59,7 +59,8 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
       if (auto step = row_value(line, "step")) row.values["step"] = *step;
   }
   // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy (exact V) and token
-  // accuracy over all distances; the second moves long before the first.
+  // accuracy over all distances (the second moves long before the first), and the accuracy at each
+  // distance D as "retrieval_acc@D", which the summary over seeds pairs up too.
   std::vector<fs::path> evals;
   for (const auto& e : fs::directory_iterator(row.run_dir)) {
     const std::string f = e.path().filename().string();
@@ -72,7 +73,12 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
       if (const YAML::Node acc = retrieval["overall"]["accuracy"]) row.values["retrieval_acc"] = acc.as<double>();
       if (const YAML::Node acc = retrieval["overall"]["token_accuracy"])
         row.values["retrieval_tok_acc"] = acc.as<double>();
-      if (retrieval["by_distance"]) row.retrieval_report = p;
+      if (const YAML::Node by_distance = retrieval["by_distance"]) {
+        row.retrieval_report = p;
+        std::erase_if(row.values, [](const auto& kv) { return kv.first.starts_with("retrieval_acc@"); });
+        for (const auto& d : by_distance)
+          row.values[fmt::format("retrieval_acc@{}", d["distance"].as<int>())] = d["all"]["accuracy"].as<double>();
+      }
     } catch (const YAML::Exception&) {
       fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
     }
@@ -337,6 +343,16 @@ int run_report_command(const Args& args) {
     table += "\n";
   }
   std::vector<std::string> metric_columns(columns.begin() + std::ptrdiff_t(1 + keys.size() + 1), columns.end());
+  // Over seeds, retrieval by distance too (nearest first): where two masks differ, it is by distance.
+  std::vector<std::pair<int, std::string>> by_distance;
+  for (const ReportRow& row : rows)
+    for (const auto& [key, value] : row.values)
+      if (key.starts_with("retrieval_acc@")) {
+        const std::pair<int, std::string> column{std::stoi(key.substr(14)), key};
+        if (std::find(by_distance.begin(), by_distance.end(), column) == by_distance.end()) by_distance.push_back(column);
+      }
+  std::sort(by_distance.begin(), by_distance.end());
+  for (const auto& [distance, key] : by_distance) metric_columns.push_back(key);
   const std::string over_seeds = seed_summary(rows, keys, metric_columns);
   fmt::print("{}{}", table, over_seeds);
 

@@ -294,6 +294,17 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   const std::string alone = read_file(ws.dir / "s1/p/report.md").value();
   CHECK(alone.find("Over seeds") == std::string::npos);
 
+  // Eval reports by distance: the summary over seeds pairs each distance's accuracy too.
+  auto eval_report = [&](const char* run, double at8) {
+    std::ofstream(ws.dir / run / "eval.json") << fmt::format(
+        R"({{"retrieval": {{"overall": {{"accuracy": {0}, "token_accuracy": {0}}}, )"
+        R"("by_distance": [{{"distance": 8, "all": {{"accuracy": {0}, "token_accuracy": {0}}}}}]}}}})",
+        at8);
+  };
+  eval_report("s1/p/00_kind-pbb", 0.5);
+  eval_report("s1/p/01_kind-swa", 0.25);
+  eval_report("s2/p/00_kind-pbb", 0.75);
+  eval_report("s2/p/01_kind-swa", 0.25);
   const auto r = ws.succeeds("report s1/p s2/p/ --out pooled");
   const std::string md = read_file(ws.dir / "pooled/report.md").value();
   CAPTURE(md);
@@ -313,6 +324,9 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CAPTURE(line);
   const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
   CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
+  // swa − pbb at distance 8: −0.25 and −0.5, so −0.375 ± 0.125, the last column.
+  CHECK(md.find("| retrieval_acc@8 − first (mean ± se) |") != std::string::npos);
+  CHECK(line.ends_with(" | -0.3750 ± 0.1250 |"));
 
   // Runs of different sweeps do not pool; several directories need --out.
   const std::string other = ws.sweep("q.yaml", "name: q\npoints: [{model.local.kind: pbb}]\nset: {model.local.window: 4}\n");
