@@ -230,6 +230,7 @@ void write_file(const std::string& tmp, const std::string& display, const Checkp
     H5Obj v = w.group(optim.get(), "v", "/optim/v");
     w.tensors(v.get(), "/optim/v", s.optim_v);
     w.i64(optim.get(), "step", "/optim/step", s.step);
+    w.i64(optim.get(), "updates", "/optim/updates", s.updates);
     H5Obj buffers = w.group(root, "buffers", "/buffers");
     w.tensors(buffers.get(), "/buffers", s.buffers);
     w.u64s(root, "rng", "/rng", s.rng);
@@ -268,6 +269,9 @@ class Reader {
     H5Obj v = open_group(optim.get(), "v", "/optim/v");
     s.optim_v = read_tensors(v.get(), "/optim/v", keep_moments_);
     s.step = read_i64(open_dataset(optim.get(), "step", "/optim/step"), "/optim/step", true);
+    s.updates = H5Lexists(optim.get(), "updates", H5P_DEFAULT) > 0
+                    ? read_i64(open_dataset(optim.get(), "updates", "/optim/updates"), "/optim/updates", true)
+                    : s.step;
     H5Obj buffers = open_group(file_.get(), "buffers", "/buffers");
     s.buffers = read_tensors(buffers.get(), "/buffers", keep_);
     s.rng = read_u64s(open_dataset(file_.get(), "rng", "/rng"), "/rng");

@@ -1,6 +1,6 @@
 // Checkpoints: one HDF5 file per step (SPEC §7).
 //
-//   /model/<param>  /optim/m/<param>  /optim/v/<param>  /optim/step  /buffers/<name>
+//   /model/<param>  /optim/m/<param>  /optim/v/<param>  /optim/step  /optim/updates  /buffers/<name>
 //   /rng  /data/cursor  /config (YAML text)  /meta/<key> (strings)  /complete
 //
 // Every dataset carries a `crc32` attribute over its bytes; `/complete` (the number of
@@ -28,6 +28,9 @@ struct NamedTensor {
 
 struct CheckpointState {
   int64_t step = 0;
+  // AdamW updates applied, its bias-correction step: `step` less the steps skipped as non-finite
+  // (train.nan_policy: skip). Read as `step` from checkpoints written before it was saved.
+  int64_t updates = 0;
   std::vector<NamedTensor> model, optim_m, optim_v, buffers /*non-trained state, e.g. MoE router bias*/;
   std::vector<uint64_t> rng, data_cursor;
   std::string config_yaml;

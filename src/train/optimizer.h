@@ -43,6 +43,8 @@ class AdamW {
   void step(double lr, double grad_scale);
   void zero_grad();
 
+  // Updates applied so far (the bias-correction step; skipped steps do not count), saved with checkpoints.
+  int64_t steps_taken() const { return step_; }
   void set_steps_taken(int64_t s) { step_ = s; }
   // The fp32 master and moments of parameter i's owned elements, 1-D (undefined where this rank owns
   // none). On the CPU the master is a view of the parameter itself, wherever its storage is now.

@@ -189,7 +189,7 @@ std::string Trainer::restore(const std::string& path) {
     v.push_back(s.optim_v[i].value);
   }
   optimizer_->load_moments(m, v);
-  optimizer_->set_steps_taken(s.step);
+  optimizer_->set_steps_taken(s.updates);
   // Every rank saved its own data cursor, rank-major. The same ranks continue their streams
   // exactly; another world size starts the new ranks' streams at the batch the step reached
   // (DP weights and moments do not depend on the world size; the data order does).
@@ -232,6 +232,7 @@ void Trainer::save(int64_t step) {
   if (!leader()) return;
   CheckpointState s;
   s.step = step;
+  s.updates = optimizer_->steps_taken();
   for (size_t i = 0; i < params.size(); ++i) {
     s.model.push_back({params[i].name, state.masters[i]});
     s.optim_m.push_back({params[i].name, state.m[i]});

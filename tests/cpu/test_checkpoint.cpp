@@ -51,6 +51,7 @@ Tensor ramp(const Shape& shape, float start) {
 CheckpointState sample_state(int64_t step) {
   CheckpointState s;
   s.step = step;
+  s.updates = step - 3;  // three steps skipped as non-finite
   Tensor special = ramp({2, 3}, 1.0f);
   float* p = special.data<float>();
   p[0] = -0.0f;  // bit patterns that a value comparison would not catch
@@ -130,6 +131,7 @@ TEST_CASE("checkpoint: save/load round trip is bit-exact, names with dots, order
 
   const CheckpointState r = load_checkpoint(path);
   CHECK(r.step == 20);
+  CHECK(r.updates == 17);
   check_same(s.model, r.model);
   check_same(s.optim_m, r.optim_m);
   check_same(s.optim_v, r.optim_v);

@@ -480,6 +480,7 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
   train(first, first_opt, 0, split);
   CheckpointState state;
   state.step = split;
+  state.updates = first_opt.steps_taken();
   for (size_t i = 0; i < first.parameters().size(); ++i) {
     const std::string& name = first.parameters()[i].name;
     const Shape& shape = first.parameters()[i].var.value().shape();
@@ -509,7 +510,7 @@ TEST_CASE("MoE resume is bit-exact when the router biases travel as checkpoint b
     }
     opt.load_masters(masters);
     opt.load_moments(m, v);
-    opt.set_steps_taken(loaded.step);
+    opt.set_steps_taken(loaded.updates);
     if (with_buffers) restore_buffers(model, loaded, path);
     return train(model, opt, split, steps);
   };

@@ -222,6 +222,20 @@ TEST_CASE("non-finite loss: policy skip drops the update and logs it, policy abo
   std::ifstream metrics(ws.dir / "skip/metrics.jsonl");
   std::string all((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
   CHECK(all.find("\"skipped\":1") != std::string::npos);
+  // Resume counts AdamW's updates, not steps: the skipped ones did not move its bias correction.
+  const std::string every_3 = " --set train.nan_policy=skip --set train.checkpoint_every=3 --set train.keep_last=0";
+  REQUIRE(run(ws.train("straight", blow_up + every_3)).exit_code == 0);
+  REQUIRE(run(ws.train("resumed", blow_up + every_3 + " --stop-at 3")).exit_code == 0);
+  const auto resumed = run(ws.train("resumed", blow_up + every_3 + " --resume auto"));
+  REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
+  auto updates = [&](const char* run_name) {
+    return load_checkpoint((ws.dir / run_name / "checkpoints/step_6.h5").string(), /*moments=*/false).updates;
+  };
+  int64_t skips = 0;  // of the 6 steps, in the first run's metrics (the same run as "straight")
+  for (size_t at = all.find("\"skipped\":1"); at != std::string::npos; at = all.find("\"skipped\":1", at + 1)) ++skips;
+  REQUIRE((skips > 0 && skips < 6));
+  CHECK(updates("straight") == 6 - skips);
+  CHECK(updates("resumed") == 6 - skips);
 
   const auto aborted = run(ws.train("abort", blow_up + " --set train.nan_policy=abort"));
   CHECK(aborted.exit_code != 0);
