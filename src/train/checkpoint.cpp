@@ -542,4 +542,23 @@ void prune_checkpoints(const std::string& run_dir, int64_t keep_last) {
     if (step < found.back().first) fs::remove(tmp, ec);
 }
 
+std::vector<std::string> set_aside_checkpoints_after(const std::string& run_dir, int64_t step) {
+  std::vector<std::string> moved;
+  const fs::path aside = fs::path(run_dir) / "checkpoints" / "superseded";
+  for (const bool tmp_files : {false, true})
+    for (const auto& [n, path] : list_checkpoints(run_dir, tmp_files)) {
+      if (n <= step) continue;
+      std::error_code ec;
+      fs::create_directories(aside, ec);
+      HYLO_CHECK(!ec, "{}: cannot create directory: {}", aside.string(), ec.message());
+      const std::string name = fs::path(path).filename().string();
+      fs::path target = aside / name;
+      for (int k = 1; fs::exists(target, ec); ++k) target = aside / fmt::format("{}.{}", name, k);  // an earlier set-aside
+      fs::rename(path, target, ec);
+      HYLO_CHECK(!ec, "{}: cannot move into {}: {}", path, aside.string(), ec.message());
+      moved.push_back(name);
+    }
+  return moved;
+}
+
 }  // namespace hylo

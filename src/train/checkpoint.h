@@ -63,4 +63,11 @@ std::optional<std::string> latest_valid_checkpoint(const std::string& run_dir);
 // leftovers of steps older than the newest checkpoint (writers that died).
 void prune_checkpoints(const std::string& run_dir, int64_t keep_last);
 
+// Moves every checkpoint of run_dir later than `step` (and their .tmp files) into
+// run_dir/checkpoints/superseded/, and returns their file names. A run that starts at `step` (a
+// resume from an older checkpoint, or after the newest ones failed verification) writes its own
+// history from there: left in place, the later files would outrank its new checkpoints when
+// pruning and when `--resume auto` picks the newest. Moved rather than deleted: nothing is lost.
+std::vector<std::string> set_aside_checkpoints_after(const std::string& run_dir, int64_t step);
+
 }  // namespace hylo

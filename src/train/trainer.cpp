@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <fmt/ranges.h>
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -164,12 +166,17 @@ Trainer::Trainer(const TrainOptions& options) {
   const std::string resume_note = resume_from.empty() ? "" : restore(resume_from);
   // Only once everything above has been checked does the run directory get written: a launch
   // that fails on bad input leaves the disk as it found it. Rank 0 writes it alone.
+  std::vector<std::string> superseded;
   if (leader()) {
     prepare_run_dir(run_dir_, to_yaml(config_), mode);
     MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
+    superseded = set_aside_checkpoints_after(run_dir_, start_step_);  // ... and so do the checkpoints
     metrics_ = std::make_unique<MetricsLog>(run_dir_);
   }
   if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note));
+  if (!superseded.empty())
+    say(fmt::format("moved the later checkpoints {} to {}/checkpoints/superseded/: this run continues from step {}",
+                    fmt::join(superseded, ", "), run_dir_, start_step_));
 }
 
 void Trainer::say(const std::string& line) const {

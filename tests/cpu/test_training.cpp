@@ -135,6 +135,26 @@ TEST_CASE("a crash while checkpointing leaves the previous checkpoint valid and 
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
 }
 
+TEST_CASE("resuming from an older checkpoint sets the later ones aside, so that they outrank nothing") {
+  Workspace ws("older");
+  const std::string every_10 = "--set train.checkpoint_every=10 --set train.keep_last=0";
+  REQUIRE(run(ws.train("r", every_10)).exit_code == 0);  // step_10 .. step_40
+  const fs::path ckpt = ws.dir / "r/checkpoints";
+  const std::string from_20 = every_10 + " --set train.lr=0.001 --resume " + (ckpt / "step_20.h5").string();
+  const auto branched = run(ws.train("r", from_20 + " --stop-at 30"));
+  REQUIRE_MESSAGE(branched.exit_code == 0, branched.output);
+  CHECK(branched.output.find("moved the later checkpoints step_30.h5, step_40.h5 to " + (ws.dir / "r").string() +
+                             "/checkpoints/superseded/: this run continues from step 20") != std::string::npos);
+  CHECK(fs::exists(ckpt / "superseded/step_40.h5"));
+  CHECK(fs::exists(ckpt / "step_30.h5"));  // the new run's
+  CHECK_FALSE(fs::exists(ckpt / "step_40.h5"));
+  // Its continuation resumes from its own newest checkpoint, not the abandoned run's step 40.
+  const auto continued = run(ws.train("r", every_10 + " --set train.lr=0.001 --resume auto"));
+  REQUIRE_MESSAGE(continued.exit_code == 0, continued.output);
+  CHECK(continued.output.find((ckpt / "step_30.h5").string() + " at step 30") != std::string::npos);
+  CHECK(ws.loss_rows("r").size() == 40);
+}
+
 TEST_CASE("bad input gives a one-line error naming the file, key or value") {
   Workspace ws("bad");
   const std::string cfg = (ws.dir / "tiny.yaml").string();
