@@ -3,6 +3,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <exception>
+
 #include "core/cuda/check.h"
 #include "core/cuda/tensor_kernels.h"
 #include "core/error.h"
@@ -42,7 +44,10 @@ class NcclCommunicator final : public MpiCommunicator {
   NcclCommunicator(MPI_Comm host, ncclComm_t nccl) : MpiCommunicator(host), nccl_(nccl) { create_stream_and_events(); }
 
   ~NcclCommunicator() override {
-    ncclCommDestroy(nccl_);
+    // Unwinding after an error on this rank: main() prints it and aborts the job next. Destroying
+    // the communicator may wait for peers that are themselves waiting in a collective, which would
+    // hold the error back until the watchdog; the process is about to end, so leave it.
+    if (std::uncaught_exceptions() == 0) ncclCommDestroy(nccl_);
     cudaEventDestroy(queued_);
     cudaEventDestroy(summed_);
     cudaStreamDestroy(stream_);
