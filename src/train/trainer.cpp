@@ -2,11 +2,13 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <set>
+#include <span>
 
 #include "core/revision.h"
 #include "data/loader.h"
@@ -164,6 +166,13 @@ Trainer::Trainer(const TrainOptions& options) {
   std::string resume_from = options.resume;
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
   const std::string resume_note = resume_from.empty() ? "" : restore(resume_from);
+  // Each rank chose and read its checkpoint itself; a file system that lists or reads differently
+  // on one node would otherwise send the ranks on from different steps.
+  const uint64_t start = uint64_t(start_step_);
+  const std::vector<uint64_t> starts = comm_->all_gather(std::span(&start, 1));
+  HYLO_CHECK(std::all_of(starts.begin(), starts.end(), [&](uint64_t s) { return s == start; }),
+             "{}: the ranks resume from different steps ({}, rank-major); is the run directory shared and "
+             "complete on every node?", run_dir_, fmt::join(starts, ", "));
   // Only once everything above has been checked does the run directory get written: a launch
   // that fails on bad input leaves the disk as it found it. Rank 0 writes it alone.
   std::vector<std::string> superseded;
