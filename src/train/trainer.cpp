@@ -218,7 +218,12 @@ std::string Trainer::restore(const std::string& path) {
   std::string note;
   if (ranks == size_t(comm_->size())) {
     const auto mine = s.data_cursor.begin() + std::ptrdiff_t(fields * size_t(comm_->rank()));
-    loader_->restore({mine, mine + std::ptrdiff_t(fields)});
+    try {
+      loader_->restore({mine, mine + std::ptrdiff_t(fields)});
+    } catch (const Error& e) {  // the loader names the shard; the mismatch is the checkpoint's and the config's
+      HYLO_FAIL("{}: /data/cursor does not fit this run ({}); resuming needs the saved train.seed, "
+                "train.seq_len and batch split", path, e.what());
+    }
   } else {
     loader_->skip_to(uint64_t(s.step) * uint64_t(accumulation_));
     note = fmt::format(" (saved by {} data-parallel ranks, resumed on {}: the data order changes)", ranks,

@@ -51,6 +51,11 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   const std::pair<std::string, std::string> revision{"git_revision", git_revision()};
   CHECK(std::find(meta.begin(), meta.end(), revision) != meta.end());
   if (fs::exists(fs::path(HYLO_SOURCE_DIR) / ".git")) CHECK(revision.second != "unknown");
+  // A data cursor that does not fit the run is named by its checkpoint, not by the healthy shard;
+  // the failed launch leaves the run as it was.
+  const auto reseeded = run(ws.train("split", "--set train.checkpoint_every=20 --set train.seed=99 --resume auto"));
+  CHECK(reseeded.exit_code != 0);
+  CHECK(reseeded.output.find("step_20.h5: /data/cursor does not fit this run (") != std::string::npos);
   const auto second = run(ws.train("split", "--set train.checkpoint_every=20 --resume auto"));
   REQUIRE_MESSAGE(second.exit_code == 0, second.output);
   CHECK(second.output.find("resumed from") != std::string::npos);
