@@ -12,9 +12,11 @@ std::vector<Tensor> checkpoint_masters(const CheckpointState& state, const Param
   std::vector<Tensor> masters;
   for (size_t i = 0; i < params.size(); ++i) {
     const NamedTensor& saved = state.model[i];
-    HYLO_CHECK(saved.name == params[i].name && saved.value.shape() == params[i].var.shape(),
-               "{}: parameter {} is {} {}, the model expects {} {}", path, i, saved.name,
-               shape_str(saved.value.shape()), params[i].name, shape_str(params[i].var.shape()));
+    HYLO_CHECK(saved.name == params[i].name && saved.value.shape() == params[i].var.shape() &&
+                   saved.value.dtype() == DType::f32,
+               "{}: parameter {} is {} {} {}, the model expects {} {} f32", path, i, saved.name,
+               shape_str(saved.value.shape()), dtype_name(saved.value.dtype()), params[i].name,
+               shape_str(params[i].var.shape()));
     masters.push_back(saved.value);
   }
   return masters;

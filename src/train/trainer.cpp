@@ -65,9 +65,13 @@ void check_moments(const std::vector<NamedTensor>& moments, const ParamList& par
                    const char* group) {
   HYLO_CHECK(moments.size() == params.size(), "{}: {} holds {} tensors, the model has {} parameters", path, group,
              moments.size(), params.size());
-  for (size_t i = 0; i < params.size(); ++i)
-    HYLO_CHECK(moments[i].name == params[i].name, "{}: {} tensor {} is {}, the model expects {}", path, group, i,
-               moments[i].name, params[i].name);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& saved = moments[i].value;
+    HYLO_CHECK(moments[i].name == params[i].name && saved.shape() == params[i].var.shape() &&
+                   saved.dtype() == DType::f32,
+               "{}: {} tensor {} is {} {} {}, the model expects {} {} f32", path, group, i, moments[i].name,
+               shape_str(saved.shape()), dtype_name(saved.dtype()), params[i].name, shape_str(params[i].var.shape()));
+  }
 }
 
 class Trainer {

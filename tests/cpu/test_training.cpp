@@ -56,6 +56,15 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   const auto reseeded = run(ws.train("split", "--set train.checkpoint_every=20 --set train.seed=99 --resume auto"));
   CHECK(reseeded.exit_code != 0);
   CHECK(reseeded.output.find("step_20.h5: /data/cursor does not fit this run (") != std::string::npos);
+  // Moments of another shape are refused, naming the file and the tensor (not loaded in part).
+  fs::copy(ws.dir / "split", ws.dir / "reshaped", fs::copy_options::recursive);
+  const std::string reshaped = (ws.dir / "reshaped/checkpoints/step_20.h5").string();
+  CheckpointState state = load_checkpoint(reshaped);
+  state.optim_m[0].value = state.optim_m[0].value.view({1, -1});
+  save_checkpoint(reshaped, state);
+  const auto bad_moments = run(ws.train("reshaped", "--set train.checkpoint_every=20 --resume auto"));
+  CHECK(bad_moments.exit_code != 0);
+  CHECK(bad_moments.output.find(reshaped + ": /optim/m tensor 0 is ") != std::string::npos);
   const auto second = run(ws.train("split", "--set train.checkpoint_every=20 --resume auto"));
   REQUIRE_MESSAGE(second.exit_code == 0, second.output);
   CHECK(second.output.find("resumed from") != std::string::npos);
