@@ -3,7 +3,9 @@
 //
 // Gradients accumulate: a leaf's grad keeps growing across backward() calls (micro-batches)
 // until zero_grad(). A leaf's grad-ready hook fires once per backward(), as soon as every
-// consumer of that leaf has contributed, so data-parallel code can start reducing early.
+// consumer of that leaf has contributed, so data-parallel code can start reducing early. A
+// consumer that receives no gradient never runs its backward, so its leaves' hooks do not fire
+// in that pass: callers must cover them (GradientSync::finish sums what no hook handed over).
 #pragma once
 #include <functional>
 #include <memory>

@@ -1,5 +1,6 @@
-// Learning-rate schedules: linear warmup, then cosine or WSD (warmup-stable-decay) down to
-// lr * min_lr_ratio at the last step.
+// Learning-rate schedules: linear warmup, then cosine or WSD (warmup-stable-decay) towards
+// lr * min_lr_ratio, which at(total_steps) reaches: the last step a run takes, total_steps - 1,
+// is one decay increment above it.
 #pragma once
 #include <cstdint>
 #include <string>
