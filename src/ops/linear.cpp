@@ -30,12 +30,14 @@ Var linear(const Var& x, const Var& w) {
   const Tensor& W = w.value();
   check_same_device("linear", X, W);
   check_contiguous("linear", X);
+  check_contiguous("linear", W);  // the GEMMs read raw rows: a transposed view would compute garbage
   HYLO_CHECK(X.dim() == 2 && W.dim() == 2 && X.size(1) == W.size(1), "linear: x {} with weight {} ('{}')",
              shape_str(X.shape()), shape_str(W.shape()), w.name());
   const int N = int(X.size(0)), in = int(X.size(1)), out = int(W.size(0));
   Tensor Y = Tensor::empty({N, out}, X.dtype(), X.device(), "linear output");
   matmul_into(false, true, N, out, in, X, W, Y, false);
   return Var::from_op(Y, {x, w}, [N, in, out](const Tensor& dY, std::vector<Var>& inputs) {
+    check_contiguous("linear backward", dY);
     // A second reader of x (q, k, v read the same normed x), later micro-batches and the tied
     // embedding add straight into the existing gradients (beta = 1).
     GradTarget dX(inputs[0], {N, in}, "linear dx"), dW(inputs[1], {out, in}, "linear dw");

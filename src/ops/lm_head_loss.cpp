@@ -96,6 +96,7 @@ Var lm_head_cross_entropy(const Var& h, const Var& w, const Tensor& targets, int
   const Tensor& W = w.value();
   check_same_device("lm_head_cross_entropy", H, W);
   check_contiguous("lm_head_cross_entropy", H);
+  check_contiguous("lm_head_cross_entropy", W);
   HYLO_CHECK(H.dim() == 2 && W.dim() == 2 && H.size(1) == W.size(1) && targets.dim() == 1 &&
                  targets.size(0) == H.size(0) && targets.dtype() == DType::i32,
              "lm_head_cross_entropy: h {} with head {} and targets {} {}", shape_str(H.shape()), shape_str(W.shape()),
