@@ -74,6 +74,25 @@ TEST_CASE("resume is bit-exact: 40 steps straight equal 20 + resume + 20") {
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
 }
 
+TEST_CASE("an MoE run with aux-loss-free balancing resumes bit-exact through the CLI (router biases in the checkpoint)") {
+  Workspace ws("moe_resume");
+  const std::string moe = "--set model.moe.experts=4 --set model.moe.top_k=2 --set model.moe.expert_hidden=16 "
+                          "--set model.moe.bias_update_rate=0.05 --set train.checkpoint_every=20 ";
+  REQUIRE(run(ws.train("straight", moe)).exit_code == 0);
+  REQUIRE(run(ws.train("split", moe + "--stop-at 20")).exit_code == 0);
+  const auto second = run(ws.train("split", moe + "--resume auto"));
+  REQUIRE_MESSAGE(second.exit_code == 0, second.output);
+  const auto a = ws.loss_rows("straight"), b = ws.loss_rows("split");
+  REQUIRE(a.size() == 40);
+  REQUIRE(b.size() == 40);
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == b[i]);
+  // The biases moved (else the check above would not need them restored).
+  const auto biases = load_checkpoint((ws.dir / "split/checkpoints/step_20.h5").string(), false).buffers;
+  REQUIRE_FALSE(biases.empty());
+  const std::vector<float> bias = biases[0].value.to_vector<float>();
+  CHECK(std::any_of(bias.begin(), bias.end(), [](float x) { return x != 0.0f; }));
+}
+
 TEST_CASE("a retrieval mix changes the curve and resumes bit-exact, and train.eval_retrieval scores as hylo eval does") {
   Workspace ws("retrieval_mix");
   const std::string mixed = "--set data.retrieval_mix=0.3 --set train.eval_retrieval=2 ";
