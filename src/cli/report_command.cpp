@@ -13,6 +13,8 @@
 #include <iterator>
 #include <map>
 #include <optional>
+#include <set>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -26,6 +28,9 @@ namespace hylo {
 namespace fs = std::filesystem;
 
 namespace {
+
+// "retrieval_acc@D": a run's retrieval accuracy at distance D, from its eval report.
+constexpr std::string_view kDistancePrefix = "retrieval_acc@";
 
 struct ReportRow {
   std::string name;
@@ -75,9 +80,9 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
         row.values["retrieval_tok_acc"] = acc.as<double>();
       if (const YAML::Node by_distance = retrieval["by_distance"]) {
         row.retrieval_report = p;
-        std::erase_if(row.values, [](const auto& kv) { return kv.first.starts_with("retrieval_acc@"); });
+        std::erase_if(row.values, [](const auto& kv) { return kv.first.starts_with(kDistancePrefix); });
         for (const auto& d : by_distance)
-          row.values[fmt::format("retrieval_acc@{}", d["distance"].as<int>())] = d["all"]["accuracy"].as<double>();
+          row.values[fmt::format("{}{}", kDistancePrefix, d["distance"].as<int>())] = d["all"]["accuracy"].as<double>();
       }
     } catch (const YAML::Exception&) {
       fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
@@ -293,35 +298,27 @@ int run_report_command(const Args& args) {
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
   read_run_seeds(rows, keys);
-  // A seed pooled twice would count twice over seeds, pair with itself, and share a plot label.
-  auto seed_of = [](const ReportRow& row) {
-    const auto it = row.overrides.find("train.seed");
-    return it == row.overrides.end() ? std::string("unset") : it->second;
-  };
-  auto finished = [](const ReportRow& row) { return fs::exists(row.run_dir / "metrics.jsonl"); };
-  for (size_t i = 0; i < rows.size() && dirs.size() > 1; ++i)
-    for (size_t j = 0; j < i; ++j)
-      if (finished(rows[i]) && finished(rows[j]) && rows[i].run_dir.filename() == rows[j].run_dir.filename() &&
-          seed_of(rows[i]) == seed_of(rows[j]))
-        HYLO_FAIL("report: {} and {} are the same point with the same seed ({}): pool each seed once", rows[j].name,
-                  rows[i].name, seed_of(rows[i]));
-  fs::create_directories(dir);
-
   bool any_retrieval = false;
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
+  std::map<std::string, std::string> labelled;           // plot label -> the row that has it
   for (ReportRow& row : rows) {
-    if (!finished(row)) continue;  // a point not run yet: an empty row
+    if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
     // Pooled directories name their rows by path; a plot's legend names the run and its seed
-    // (unique: each point's seed is pooled once, checked above).
+    // (read_run_seeds gave every pooled row one). Two rows with one label are one seed pooled
+    // twice: it would count twice over seeds and pair with itself.
     const auto seed = row.overrides.find("train.seed");
     const std::string label = dirs.size() > 1 && seed != row.overrides.end()
                                   ? fmt::format("{} (seed {})", row.run_dir.filename().string(), seed->second)
                                   : row.name;
+    const auto [first, unique] = labelled.emplace(label, row.name);
+    HYLO_CHECK(unique, "report: {} and {} are the same point with the same seed ({}): pool each seed once",
+               first->second, row.name, seed == row.overrides.end() ? "unset" : seed->second);
     run_dirs.push_back(label + "=" + row.run_dir.string());
     if (row.retrieval_report) retrieval_reports.push_back(label + "=" + row.retrieval_report->string());
   }
+  fs::create_directories(dir);
 
   std::vector<std::string> columns{"point"};
   columns.insert(columns.end(), keys.begin(), keys.end());
@@ -344,14 +341,10 @@ int run_report_command(const Args& args) {
   }
   std::vector<std::string> metric_columns(columns.begin() + std::ptrdiff_t(1 + keys.size() + 1), columns.end());
   // Over seeds, retrieval by distance too (nearest first): where two masks differ, it is by distance.
-  std::vector<std::pair<int, std::string>> by_distance;
+  std::set<std::pair<int, std::string>> by_distance;
   for (const ReportRow& row : rows)
     for (const auto& [key, value] : row.values)
-      if (key.starts_with("retrieval_acc@")) {
-        const std::pair<int, std::string> column{std::stoi(key.substr(14)), key};
-        if (std::find(by_distance.begin(), by_distance.end(), column) == by_distance.end()) by_distance.push_back(column);
-      }
-  std::sort(by_distance.begin(), by_distance.end());
+      if (key.starts_with(kDistancePrefix)) by_distance.emplace(std::stoi(key.substr(kDistancePrefix.size())), key);
   for (const auto& [distance, key] : by_distance) metric_columns.push_back(key);
   const std::string over_seeds = seed_summary(rows, keys, metric_columns);
   fmt::print("{}{}", table, over_seeds);

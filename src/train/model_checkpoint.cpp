@@ -6,20 +6,19 @@
 
 namespace hylo {
 
-std::vector<Tensor> checkpoint_masters(const CheckpointState& state, const ParamList& params, const std::string& path) {
-  HYLO_CHECK(state.model.size() == params.size(), "{}: holds {} parameters, the model has {}", path,
-             state.model.size(), params.size());
-  std::vector<Tensor> masters;
+std::vector<Tensor> checkpoint_tensors(const std::vector<NamedTensor>& saved, const ParamList& params,
+                                       const std::string& path, const char* group) {
+  HYLO_CHECK(saved.size() == params.size(), "{}: {} holds {} tensors, the model has {} parameters", path, group,
+             saved.size(), params.size());
+  std::vector<Tensor> values;
   for (size_t i = 0; i < params.size(); ++i) {
-    const NamedTensor& saved = state.model[i];
-    HYLO_CHECK(saved.name == params[i].name && saved.value.shape() == params[i].var.shape() &&
-                   saved.value.dtype() == DType::f32,
-               "{}: parameter {} is {} {} {}, the model expects {} {} f32", path, i, saved.name,
-               shape_str(saved.value.shape()), dtype_name(saved.value.dtype()), params[i].name,
-               shape_str(params[i].var.shape()));
-    masters.push_back(saved.value);
+    const Tensor& value = saved[i].value;
+    HYLO_CHECK(saved[i].name == params[i].name && value.shape() == params[i].var.shape() && value.dtype() == DType::f32,
+               "{}: {} tensor {} is {} {} {}, the model expects {} {} f32", path, group, i, saved[i].name,
+               shape_str(value.shape()), dtype_name(value.dtype()), params[i].name, shape_str(params[i].var.shape()));
+    values.push_back(value);
   }
-  return masters;
+  return values;
 }
 
 LoadedModel load_model_checkpoint(const std::string& run_dir_or_file, const std::vector<std::string>& overrides,
@@ -38,7 +37,7 @@ LoadedModel load_model_checkpoint(const std::string& run_dir_or_file, const std:
   ParamList& params = loaded.model->parameters();
   // No optimizer: evaluation, generation and export need the compute copies only.
   const Device place = device ? *device : training_device(loaded.config);  // not value_or: it would always check
-  const std::vector<Tensor> values = checkpoint_masters(state, params, loaded.path);
+  const std::vector<Tensor> values = checkpoint_tensors(state.model, params, loaded.path, "/model");
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].var.mutable_value().copy_from(values[i]);
     place_parameter(params[i], place);

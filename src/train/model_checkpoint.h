@@ -12,9 +12,11 @@
 
 namespace hylo {
 
-// The fp32 master weights of `state`, in the order of `params`, after checking that names and
-// shapes agree (errors name `path` and the first mismatch).
-std::vector<Tensor> checkpoint_masters(const CheckpointState& state, const ParamList& params, const std::string& path);
+// One fp32 tensor per parameter from a checkpoint's group (`group`: "/model", "/optim/m" or
+// "/optim/v"), in the order of `params`, after checking that names, shapes and dtype agree
+// (errors name `path`, the group and the first mismatch).
+std::vector<Tensor> checkpoint_tensors(const std::vector<NamedTensor>& saved, const ParamList& params,
+                                       const std::string& path, const char* group);
 
 struct LoadedModel {
   std::string path;  // the checkpoint file actually read

@@ -59,21 +59,6 @@ std::string meta_value(const CheckpointState& s, const std::string& key) {
   return "";
 }
 
-// Fails unless a checkpoint's moments (`group`: /optim/m or /optim/v) are the model's parameters,
-// in order.
-void check_moments(const std::vector<NamedTensor>& moments, const ParamList& params, const std::string& path,
-                   const char* group) {
-  HYLO_CHECK(moments.size() == params.size(), "{}: {} holds {} tensors, the model has {} parameters", path, group,
-             moments.size(), params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& saved = moments[i].value;
-    HYLO_CHECK(moments[i].name == params[i].name && saved.shape() == params[i].var.shape() &&
-                   saved.dtype() == DType::f32,
-               "{}: {} tensor {} is {} {} {}, the model expects {} {} f32", path, group, i, moments[i].name,
-               shape_str(saved.shape()), dtype_name(saved.dtype()), params[i].name, shape_str(params[i].var.shape()));
-  }
-}
-
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
@@ -200,15 +185,9 @@ std::string Trainer::restore(const std::string& path) {
   CheckpointState s = load_checkpoint(path);
   take_expert_rows(s);
   const ParamList& params = model_->parameters();
-  optimizer_->load_masters(checkpoint_masters(s, params, path));
-  check_moments(s.optim_m, params, path, "/optim/m");
-  check_moments(s.optim_v, params, path, "/optim/v");
-  std::vector<Tensor> m, v;
-  for (size_t i = 0; i < s.optim_m.size(); ++i) {
-    m.push_back(s.optim_m[i].value);
-    v.push_back(s.optim_v[i].value);
-  }
-  optimizer_->load_moments(m, v);
+  optimizer_->load_masters(checkpoint_tensors(s.model, params, path, "/model"));
+  optimizer_->load_moments(checkpoint_tensors(s.optim_m, params, path, "/optim/m"),
+                           checkpoint_tensors(s.optim_v, params, path, "/optim/v"));
   optimizer_->set_steps_taken(s.updates);
   // Every rank saved its own data cursor, rank-major. The same ranks continue their streams
   // exactly; another world size starts the new ranks' streams at the batch the step reached
