@@ -28,6 +28,8 @@
 #           with a convention broken on purpose (rope, mask), which must fail (exit 1, no match)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
+#   attn_ab the attn stage's shapes, alternating this bundle's hylo with $AB_BASE (a hylo of another
+#           commit, carried in .devbundle/bin) twice: an A/B of a kernel change in one call
 #   torch_attn  the PyTorch peer's attention (SDPA flash/cuDNN, FlexAttention) on the same shapes
 #   attn_span  pbb(b, 128) against swa(b / 2), b = 512, 1024, 2048 (equal key tiles per query
 #           tile), hd 64/128, T 4096/16384: per-visited-pair ratios (scripts/attention_pair_ratio.py)
@@ -226,6 +228,17 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
     attn)
       $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
         --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;
+    attn_ab)
+      # The attn stage's shapes, this bundle's hylo against $AB_BASE (another build's hylo, carried
+      # in .devbundle/bin), alternated twice: base, new, base, new.
+      for round in 1 2; do
+        for who in base new; do
+          bin=$hylo && [ $who = base ] && bin=${AB_BASE:?attn_ab needs AB_BASE}
+          echo "-- $who, round $round" | tee -a "$summary"
+          $bin bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 --block 512 \
+            --bridge 128 --window 512 --json "$OUT/bench_attention_${who}_$round.json" 2>&1 | tail -13 | tee -a "$summary"
+        done
+      done ;;
     attn_span)
       for b in 512 1024 2048; do
         $hylo bench attention --kind pbb,swa --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 --block $b \
