@@ -121,31 +121,17 @@ __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 // (async) proxy before a barrier that precedes their reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// Barrier of the 128 threads of warpgroup wg (0 or 1) alone: named barrier 1 + wg (__syncthreads
-// is 0). Immediate ids, so that ptxas reserves only the barriers used.
-__device__ __forceinline__ void warpgroup_sync(int wg) {
-  if (wg == 0)
-    asm volatile("bar.sync 1, %0;\n" ::"n"(kWgThreads) : "memory");
-  else
-    asm volatile("bar.sync 2, %0;\n" ::"n"(kWgThreads) : "memory");
-}
-
-// The wgmma kernels' output epilogue, for the threads that `sync` joins (the block, or one
-// warpgroup of it). Once every warp is done reading the shared tiles that are to carry the outputs
-// (the first barrier), `stage` writes the outputs into them (stage_rows); the writes are made
-// visible to the copy engine, and the one `storer` thread runs `store` (store_head_tile per output
-// tile), which returns once the copy engine has read the tiles.
-template <class Sync, class Stage, class Store>
-__device__ __forceinline__ void write_outputs_of(Sync sync, bool storer, Stage stage, Store store) {
-  sync();
-  stage();
-  fence_proxy_async();
-  sync();
-  if (storer) store();
-}
+// The wgmma kernels' output epilogue. Once every warp is done reading the shared tiles that are to
+// carry the outputs (the first barrier), `stage` writes the outputs into them (stage_rows); the
+// writes are made visible to the copy engine, and one thread runs `store` (store_head_tile per
+// output tile), which returns once the copy engine has read the tiles.
 template <class Stage, class Store>
 __device__ __forceinline__ void write_outputs(Stage stage, Store store) {
-  write_outputs_of([] { __syncthreads(); }, threadIdx.x == 0, stage, store);
+  __syncthreads();
+  stage();
+  fence_proxy_async();
+  __syncthreads();
+  if (threadIdx.x == 0) store();
 }
 
 // The 32 accumulator operands with constraint C: "+f" to accumulate, "=f" when the product
