@@ -63,7 +63,9 @@
 #           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
-#           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call
+#           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call, and
+#           move experiments/results/sweeps/*.tar.xz out of the tree until it returns (tracked files
+#           travel too, and the carry limit is 64 MiB)
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it. Both are rewritten after every stage, so a call cut

@@ -11,6 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from plot_legend import legend_below
 
 
 def read_metrics(run_dir):
@@ -78,8 +79,8 @@ def main():
     for ax in axes:
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
-    fig.legend(loc="lower center", ncol=min(3, len(groups)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(groups) + 2) // 3), 1, 1))
+    entries = [ax.get_legend_handles_labels() for ax in axes]  # the label is on the train or val line
+    legend_below(fig, [h for hs, _ in entries for h in hs], [l for _, ls in entries for l in ls])
     fig.savefig(args.out, dpi=120)
     print(f"wrote {args.out}")
 

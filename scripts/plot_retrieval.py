@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from plot_legend import legend_below
 
 
 def main():
@@ -44,10 +45,7 @@ def main():
         ax.set_ylabel(what)
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-    # Below the axes, as in plot_loss.py: a pooled sweep's legend would cover the lines.
-    fig.legend(*exact_ax.get_legend_handles_labels(), loc="lower center", ncol=min(3, len(groups)),
-               fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.05 + 0.04 * ((len(groups) + 2) // 3), 1, 1))
+    legend_below(fig, *exact_ax.get_legend_handles_labels())
     fig.savefig(args.out, dpi=120)
 
 

@@ -191,9 +191,11 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
 
 // The rows of one sweep directory: its sweep.json's points in order (their override keys appended
 // to `keys`, its metrics to `metrics`), or else every subdirectory with a metrics.jsonl, by name.
-// Row names are the point names, after `prefix`. Returns what the sweep ran apart from its seed
-// (name, base config, `set` without train.seed; empty for a plain directory): directories
-// combine into one report only when that is the same.
+// Row names are the point names, after `prefix`. Returns what the sweep's runs share apart from
+// their seed (base config, `set` without train.seed; empty for a plain directory): directories
+// combine into one report only when that is the same. The sweep's name is not part of it, so a
+// later sweep that adds a point to an earlier one's settings (a new bridge width, say) pools with
+// the earlier one's runs of the same seeds.
 std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std::vector<std::string>& metrics,
                             std::vector<std::string>& keys, std::vector<ReportRow>& rows) {
   auto add_once = [](std::vector<std::string>& list, const std::string& x) {
@@ -215,8 +217,7 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
   }
   try {
     const YAML::Node sweep = YAML::LoadFile(json.string());  // JSON is flow YAML
-    std::string what =
-        fmt::format("sweep {} on {}", sweep["name"].as<std::string>(""), sweep["base"].as<std::string>(""));
+    std::string what = "on " + sweep["base"].as<std::string>("");
     std::map<std::string, std::string> set;  // sorted: the same set reads the same
     for (const auto& kv : sweep["set"])
       if (kv.first.as<std::string>() != "train.seed") set[kv.first.as<std::string>()] = kv.second.as<std::string>();
@@ -292,7 +293,7 @@ int run_report_command(const Args& args) {
     ran.push_back(load_sweep_rows(d, dirs.size() > 1 ? d.string() + "/" : "", metrics, keys, rows));
   for (size_t i = 0; i < dirs.size() && dirs.size() > 1; ++i) {
     HYLO_CHECK(!ran[i].empty(), "report: {} holds no sweep.json; only sweep directories combine", dirs[i].string());
-    HYLO_CHECK(ran[i] == ran[0], "report: {} ran {}, but {} ran {}: only runs of one sweep combine",
+    HYLO_CHECK(ran[i] == ran[0], "report: {} ran {}, but {} ran {}: only runs of the same base and settings combine",
                dirs[i].string(), ran[i], dirs[0].string(), ran[0]);
   }
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
