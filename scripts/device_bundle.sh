@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Builds hylo with CUDA (sm_90a) on this machine and gathers what the GPU machine lacks into
 # .devbundle/ (git-ignored; name it in the device call's `carry`): the executables and the shared
-# libraries they need that are not part of the C runtime or the CUDA toolkit found there.
+# libraries they need that are not part of the C runtime or the CUDA toolkit found there, packed
+# into .devbundle/bundle.tar.xz (~12 MB instead of ~35: the carry holds 64 MiB in all, data and
+# tracked files included), which scripts/device_check.sh unpacks into .devbundle/ there. Files
+# put next to it (a hylo of another commit for attn_ab: .devbundle/bin/hylo_base) travel as they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HYLO_BUILD_DIR:-build-gpu}
@@ -13,4 +16,6 @@ for exe in .devbundle/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}'
 done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|ld-linux[^/]*|libcuda|libcudart|libcublas|libcublasLt|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" .devbundle/lib/; done
+tar cf - -C .devbundle bin lib | xz -6 -T0 >.devbundle/bundle.tar.xz
+rm -rf .devbundle/bin .devbundle/lib
 du -sh .devbundle

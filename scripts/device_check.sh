@@ -62,10 +62,7 @@
 #           then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
 #           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
-#           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB); with it the
-#           carry is too large for hylo_gpu_tests: remove it from .devbundle/bin for that call, and
-#           move experiments/results/sweeps/*.tar.xz out of the tree until it returns (tracked files
-#           travel too, and the carry limit is 64 MiB)
+#           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB)
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it. Both are rewritten after every stage, so a call cut
@@ -86,6 +83,7 @@ OUT=${OUT:-/tmp/hylo_out}
 FINAL_OUT=$OUT
 OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz after each stage
 mkdir -p "$FINAL_OUT"
+[ -f .devbundle/bundle.tar.xz ] && tar xJf .devbundle/bundle.tar.xz -C .devbundle  # scripts/device_bundle.sh
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 hylo=.devbundle/bin/hylo
