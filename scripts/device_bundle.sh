@@ -2,7 +2,7 @@
 # Builds hylo with CUDA (sm_90a) on this machine and gathers what the GPU machine lacks into
 # .devbundle/ (git-ignored; name it in the device call's `carry`): the executables and the shared
 # libraries they need that are not part of the C runtime or the CUDA toolkit found there, packed
-# into .devbundle/bundle.tar.xz (~12 MB instead of ~35: the carry holds 64 MiB in all, data and
+# into .devbundle/bundle.tar.xz (~10 MB instead of ~35: the carry holds 64 MiB in all, data and
 # tracked files included), which scripts/device_check.sh unpacks into .devbundle/ there. Files
 # put next to it (a hylo of another commit for attn_ab: .devbundle/bin/hylo_base) travel as they are.
 set -euo pipefail
