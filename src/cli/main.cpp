@@ -22,8 +22,9 @@ constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
         (model.safetensors + config.json with a probe for checking a reimplementation)
   data prepare|encode|decode|inspect|bench ...
   sweep FILE [--local (the default: run here) | --slurm] [--out runs/sweeps] [--dry-run] [--set key=value]...
-  report SWEEP_DIR [SWEEP_DIR... --out DIR]   (markdown table of final metrics -> SWEEP_DIR/report.md, loss.png;
-        several directories, e.g. one per seed: one table, seeds paired, into DIR)
+  report SWEEP_DIR [SWEEP_DIR... --out DIR] [--baseline TEXT]   (markdown table of final metrics -> SWEEP_DIR/report.md,
+        loss.png; several directories, e.g. one per seed: one table, seeds paired, into DIR; paired against the
+        first point, or the one whose values contain TEXT)
   bench attention [--kind pbb|swa|full ...]
   bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
   bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]

@@ -1,8 +1,10 @@
-// `hylo report DIR [DIR... --out DIR]` (SPEC §7): the final metrics of a sweep's runs as a markdown
-// table (report.md), their spread over seeds and differences paired by seed where train.seed
-// varies, and plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one
-// sweep, e.g. launched once per seed, pool into one report.
+// `hylo report DIR [DIR... --out DIR] [--baseline TEXT]` (SPEC §7): the final metrics of a sweep's
+// runs as a markdown table (report.md), their spread over seeds and differences paired by seed
+// where train.seed varies (against the first point, or the one whose values contain TEXT), and
+// plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep, e.g.
+// launched once per seed, pool into one report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -118,9 +120,13 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
 //   differences that the spread over seeds hides.
 // Empty when the sweep does not vary the seed.
 std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
-                         const std::vector<std::string>& columns) {
+                         const std::vector<std::string>& columns, const std::optional<std::string>& baseline) {
   const std::string seed = "train.seed";
-  if (std::find(keys.begin(), keys.end(), seed) == keys.end()) return "";
+  if (std::find(keys.begin(), keys.end(), seed) == keys.end()) {
+    HYLO_CHECK(!baseline, "report: --baseline '{}' needs runs that differ in train.seed (nothing is paired)",
+               *baseline);
+    return "";
+  }
   std::vector<std::string> group_keys;
   std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
   std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
@@ -131,6 +137,17 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
     if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
     it->second.push_back(&row);
+  }
+  if (baseline) {  // the group the others are paired against goes first
+    std::vector<std::string> matching, labels;
+    for (const auto& g : groups) {
+      labels.push_back(fmt::format("'{}'", g.first));
+      if (g.first.find(*baseline) != std::string::npos) matching.push_back(g.first);
+    }
+    HYLO_CHECK(matching.size() == 1, "report: --baseline '{}' matches {} of the points ({}); it must name one",
+               *baseline, matching.size(), fmt::join(labels, ", "));
+    const auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == matching[0]; });
+    std::rotate(groups.begin(), it, it + 1);
   }
   auto header = [&](const std::string& count, const std::string& suffix) {
     std::string table = "|", rule = "|";
@@ -270,9 +287,12 @@ void read_run_seeds(std::vector<ReportRow>& rows, std::vector<std::string>& keys
 int run_report_command(const Args& args) {
   std::vector<fs::path> dirs;
   std::optional<fs::path> out;
+  std::optional<std::string> baseline;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--out") {
       out = flag_value(args, i, "report");
+    } else if (args[i] == "--baseline") {
+      baseline = flag_value(args, i, "report");
     } else {
       HYLO_CHECK(!args[i].starts_with("--"), "report: unknown flag '{}'", args[i]);
       std::string dir_text = args[i];
@@ -319,8 +339,6 @@ int run_report_command(const Args& args) {
     run_dirs.push_back(label + "=" + row.run_dir.string());
     if (row.retrieval_report) retrieval_reports.push_back(label + "=" + row.retrieval_report->string());
   }
-  fs::create_directories(dir);
-
   std::vector<std::string> columns{"point"};
   columns.insert(columns.end(), keys.begin(), keys.end());
   columns.push_back("step");
@@ -347,8 +365,9 @@ int run_report_command(const Args& args) {
     for (const auto& [key, value] : row.values)
       if (key.starts_with(kDistancePrefix)) by_distance.emplace(std::stoi(key.substr(kDistancePrefix.size())), key);
   for (const auto& [distance, key] : by_distance) metric_columns.push_back(key);
-  const std::string over_seeds = seed_summary(rows, keys, metric_columns);
+  const std::string over_seeds = seed_summary(rows, keys, metric_columns, baseline);
   fmt::print("{}{}", table, over_seeds);
+  fs::create_directories(dir);  // once every check has passed: a refused report leaves nothing
 
   // Each plot: scripts/<script> under /usr/bin/python3 with matplotlib into dir/<png>; the report's
   // image line, or nothing (said) when it cannot be drawn.

@@ -327,6 +327,19 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   // swa − pbb at distance 8: −0.25 and −0.5, so −0.375 ± 0.125, the last column.
   CHECK(md.find("| retrieval_acc@8 − first (mean ± se) |") != std::string::npos);
   CHECK(line.ends_with(" | -0.3750 ± 0.1250 |"));
+  // --baseline pairs against another point: pbb − swa is the negation.
+  ws.succeeds("report s1/p s2/p --out against_swa --baseline swa");
+  const std::string against = read_file(ws.dir / "against_swa/report.md").value();
+  const size_t at_pbb = against.find("| pbb | 2 | ", against.find("Paired by seed"));
+  REQUIRE(at_pbb != std::string::npos);
+  CHECK(against.substr(at_pbb, against.find('\n', at_pbb) - at_pbb).ends_with(" | 0.3750 ± 0.1250 |"));
+  const auto no_match = ws.run("report s1/p s2/p --out bad --baseline full");
+  CHECK(no_match.exit_code != 0);
+  CHECK(no_match.output.find("report: --baseline 'full' matches 0 of the points (' pbb |', ' swa |'); it must name one") !=
+        std::string::npos);
+  const auto unpaired = ws.run("report s1/p --baseline swa");
+  CHECK(unpaired.exit_code != 0);
+  CHECK(unpaired.output.find("report: --baseline 'swa' needs runs that differ in train.seed") != std::string::npos);
 
   // A sweep of another name on the same base and settings pools with these (a point added later);
   // one with other settings does not, and several directories need --out.
