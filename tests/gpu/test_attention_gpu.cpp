@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -132,7 +133,22 @@ TEST_CASE("cuda attention forward and backward match the CPU reference") {
               worst.dk, worst.dv);
 }
 
-// The cases above launch at most a few dozen blocks; a race between the pipeline stages of a
+// The cases above launch at most a few dozen blocks, one each per SM. These fill the GPU more than
+// once over (a persistent kernel then takes several query tiles per block, one after another), at
+// T = 1050: its last 128 rows hold only 26, so a block's second 64 have none.
+TEST_CASE("cuda attention matches the CPU reference on shapes beyond one wave of the GPU") {
+  uint64_t seed = 5000;
+  for (const auto& [D, Hkv, mask] : {std::tuple{128, 16, AttnMask{MaskKind::pbb, 0, 512, 128}},
+                                     std::tuple{64, 4, AttnMask{MaskKind::swa, 256, 0, 0}},
+                                     std::tuple{64, 16, AttnMask{MaskKind::full, 0, 0, 0}}}) {
+    const AttnShape sh{2, 1050, 16, Hkv, D};
+    const Errors e = check_case(sh, mask, seed += 10);
+    std::printf("attention D=%3d T=%4d B=2 Hq=16 Hkv=%2d %-12s out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", D, sh.T,
+                Hkv, mask_name(mask).c_str(), e.out, e.lse, e.dq, e.dk, e.dv);
+  }
+}
+
+// The first cases above launch at most a few dozen blocks; a race between the pipeline stages of a
 // block (cp.async groups or mbarriers, barriers, the async proxy) shows up only sometimes, and more readily when
 // every SM holds several blocks. So: a shape that fills the GPU, run twice, bit-compared.
 TEST_CASE("cuda attention forward and backward are bit-identical across runs on a GPU-filling shape") {
