@@ -93,6 +93,12 @@ summary="$OUT/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 stages=${*:-tests curve bench}
 
+# The attn stage's benchmark (full/swa/pbb x hd 64,128 x T 4096,16384) with hylo binary $1, JSON to $2.
+bench_attention() {
+  "$1" bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 --block 512 \
+    --bridge 128 --window 512 --json "$2" 2>&1
+}
+
 # Mean tokens/s of a run's steps 6 and on, from its metrics.jsonl (the first steps warm up).
 mean_tokens_per_s() {
   python3 -c 'import json, sys
@@ -226,8 +232,7 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       result=$(python3 scripts/check_export.py /tmp/tiny_cuda/export_bf16 --json "$OUT/export_check_tiny_cuda_bf16.json")
       echo "export tiny_cuda bf16: exit $? $result" | tee -a "$summary" ;;
     attn)
-      $hylo bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 \
-        --block 512 --bridge 128 --window 512 --json "$OUT/bench_attention.json" 2>&1 | tail -16 ;;
+      bench_attention "$hylo" "$OUT/bench_attention.json" | tail -16 ;;
     attn_ab)
       # The attn stage's shapes, this bundle's hylo against $AB_BASE (another build's hylo, carried
       # in .devbundle/bin), alternated twice: base, new, base, new.
@@ -235,8 +240,7 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
         for who in base new; do
           bin=$hylo && [ $who = base ] && bin=${AB_BASE:?attn_ab needs AB_BASE}
           echo "-- $who, round $round" | tee -a "$summary"
-          $bin bench attention --kind full,swa,pbb --hd 64,128 --T 4096,16384 --B 4 --H 16 --Hkv 16 --block 512 \
-            --bridge 128 --window 512 --json "$OUT/bench_attention_${who}_$round.json" 2>&1 | tail -13 | tee -a "$summary"
+          bench_attention "$bin" "$OUT/bench_attention_${who}_$round.json" | tail -13 | tee -a "$summary"
         done
       done ;;
     attn_span)

@@ -115,7 +115,8 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
 // tables:
 // - per group, how many seeds finished, and the mean and standard deviation of each of `columns`;
 // - per group after the first, its differences from the first group, paired by seed, as mean and
-//   standard error. The seed sets the initialisation and the data order, the same for every group,
+//   standard error. The first is the first seen, or with `baseline` the one whose key values
+//   contain that text. The seed sets the initialisation and the data order, the same for every group,
 //   and it moves every group alike (experiments/results/hybrids_all.md), so the pairs resolve
 //   differences that the spread over seeds hides.
 // Empty when the sweep does not vary the seed.
@@ -139,15 +140,16 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     it->second.push_back(&row);
   }
   if (baseline) {  // the group the others are paired against goes first
-    std::vector<std::string> matching, labels;
-    for (const auto& g : groups) {
-      labels.push_back(fmt::format("'{}'", g.first));
-      if (g.first.find(*baseline) != std::string::npos) matching.push_back(g.first);
+    std::vector<std::string> labels;
+    auto chosen = groups.end();
+    int matches = 0;
+    for (auto g = groups.begin(); g != groups.end(); ++g) {
+      labels.push_back(fmt::format("'{}'", g->first));
+      if (g->first.find(*baseline) != std::string::npos) chosen = g, ++matches;
     }
-    HYLO_CHECK(matching.size() == 1, "report: --baseline '{}' matches {} of the points ({}); it must name one",
-               *baseline, matching.size(), fmt::join(labels, ", "));
-    const auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == matching[0]; });
-    std::rotate(groups.begin(), it, it + 1);
+    HYLO_CHECK(matches == 1, "report: --baseline '{}' matches {} of the points ({}); it must name one", *baseline,
+               matches, fmt::join(labels, ", "));
+    std::rotate(groups.begin(), chosen, chosen + 1);
   }
   auto header = [&](const std::string& count, const std::string& suffix) {
     std::string table = "|", rule = "|";

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <tuple>
+#include <vector>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -58,6 +59,16 @@ std::string last_metric(const fs::path& run_dir, const std::string& key) {
     if (auto at = line.find("\"" + key + "\":"); at != std::string::npos)
       value = fmt::format("{:.4f}", std::stod(line.substr(at + key.size() + 3)));
   return value;
+}
+
+// Every key of every row of a run's metrics.jsonl (MetricsRow's "key":value layout).
+std::vector<std::string> metrics_keys(const fs::path& run_dir) {
+  std::vector<std::string> keys;
+  std::istringstream rows(read_file(run_dir / "metrics.jsonl").value());
+  for (std::string row; std::getline(rows, row);)
+    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at)))
+      keys.push_back(row.substr(at + 1, row.find('"', at + 1) - at - 1));
+  return keys;
 }
 
 }  // namespace
@@ -151,13 +162,12 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   for (const char* point : {"00_kind-pbb", "01_kind-swa"})
     CHECK(fs::exists(sweep_dir / point / "checkpoints/step_5.h5"));
   // Every key the trainer wrote is one a sweep may name in `metrics` (is_metrics_key).
-  std::istringstream rows(read_file(sweep_dir / "00_kind-pbb/metrics.jsonl").value());
-  for (std::string row; std::getline(rows, row);)
-    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
-      const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
-      CAPTURE(row);
-      CHECK(is_metrics_key(key));
-    }
+  const std::vector<std::string> keys = metrics_keys(sweep_dir / "00_kind-pbb");
+  CHECK(std::find(keys.begin(), keys.end(), "val_loss") != keys.end());
+  for (const std::string& key : keys) {
+    CAPTURE(key);
+    CHECK(is_metrics_key(key));
+  }
   const std::string json = read_file(sweep_dir / "sweep.json").value();
   CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
 
@@ -202,15 +212,12 @@ TEST_CASE("an MoE run's per-layer metrics are keys a sweep may name") {
   SweepWorkspace ws("moe_metrics");
   ws.succeeds("train tiny.yaml --run-dir moe --set model.moe.experts=2 --set model.moe.top_k=1 "
               "--set model.moe.expert_hidden=16");
-  std::istringstream rows(read_file(ws.dir / "moe/metrics.jsonl").value());
   int moe_keys = 0;
-  for (std::string row; std::getline(rows, row);)
-    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at))) {
-      const std::string key = row.substr(at + 1, row.find('"', at + 1) - at - 1);
-      CAPTURE(row);
-      CHECK(is_metrics_key(key));
-      moe_keys += key.starts_with("moe.");
-    }
+  for (const std::string& key : metrics_keys(ws.dir / "moe")) {
+    CAPTURE(key);
+    CHECK(is_metrics_key(key));
+    moe_keys += key.starts_with("moe.");
+  }
   CHECK(moe_keys > 0);
   const std::string path = ws.sweep("m.yaml", "metrics: [loss, moe.1.load_max]\npoints: [{train.lr: 0.001}]\n");
   CHECK(load_sweep(path).metrics == std::vector<std::string>{"loss", "moe.1.load_max"});
