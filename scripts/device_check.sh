@@ -51,7 +51,8 @@
 #   ncu_mem  Nsight Compute DRAM and L2 counters of the forward and both backward kernels for swa(512)
 #           and pbb(512,128) at hd 64/128, T 4096/16384 (scripts/ncu_mem_table.py): how close each
 #           runs to the memory system's limits
-#   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512: MHA (H 16), then GQA (Hkv 4)
+#   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512, bridge $DECODE_BRIDGE (default
+#           128): MHA (H 16), then GQA (Hkv 4)
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
@@ -317,11 +318,12 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       done; done; done
       python3 scripts/ncu_mem_table.py "$OUT"/ncu_mem_*.csv --json "$OUT/ncu_mem.json" | tee -a "$summary" ;;
     decode)
-      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 \
-        --json "$OUT/bench_decode.json" 2>&1 | tail -8 | tee -a "$summary"
+      bridge=${DECODE_BRIDGE:-128}
+      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window 512 \
+        --json "$OUT/bench_decode_bridge$bridge.json" 2>&1 | tail -8 | tee -a "$summary"
       echo "GQA, Hkv 4:" | tee -a "$summary"
-      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 --Hkv 4 \
-        --json "$OUT/bench_decode_gqa.json" 2>&1 | tail -6 | tee -a "$summary" ;;
+      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window 512 --Hkv 4 \
+        --json "$OUT/bench_decode_gqa_bridge$bridge.json" 2>&1 | tail -6 | tee -a "$summary" ;;
     torch_decode)
       OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
     ablation)
