@@ -34,33 +34,36 @@
 namespace hylo::cuda::attn {
 namespace {
 
-constexpr int kFwdConsumers = 2, kFwdThreads = (1 + kFwdConsumers) * kWgThreads, kFwdItemRows = kFwdConsumers * kWgRows;
-// Registers: the launch gives every thread 65536 / 384 rounded down to 8 (168); the producer gives
-// back all but 40 and the consumers take them (setmaxnreg), 128 * 40 + 256 * 232 = 64512.
-constexpr int kFwdLaunchRegs = 168, kFwdProducerRegs = 40, kFwdConsumerRegs = 232;
+constexpr int kFwdConsumers = 3, kFwdThreads = (1 + kFwdConsumers) * kWgThreads, kFwdItemRows = kFwdConsumers * kWgRows;
+// Registers: the launch gives every thread 65536 / 512 (128); the producer gives back all but 24
+// and the consumers take them (setmaxnreg), 128 * 24 + 384 * 160 = 64512.
+constexpr int kFwdLaunchRegs = 128, kFwdProducerRegs = 24, kFwdConsumerRegs = 160;
 static_assert(kWgThreads * (kFwdProducerRegs + kFwdConsumers * kFwdConsumerRegs) <= kFwdThreads * kFwdLaunchRegs);
-// K/V ring depth: the shared memory left after 4 Q buffers (192 KB at hd128, 128 KB at hd64).
+// Q buffers per consumer (two: the next item's arrives during this one) and K/V ring depth, in
+// 176 KB: hd64 2 and 8, hd128 1 and 4 (the consumers' staggered walks hold up to 3 ring buffers).
 template <int D>
-constexpr int kFwdStages = D == 128 ? 4 : 6;
+constexpr int kFwdQBufs = D == 128 ? 1 : 2;
+template <int D>
+constexpr int kFwdStages = D == 128 ? 4 : 8;
 
 // Shared memory: Q buffers (consumer c, buffer j at 2c + j), then the K ring, the V ring, then the
 // mbarriers (full / empty of each Q buffer; full of each K and V buffer, empty of each ring slot).
 template <int D>
 struct FwdSmem {
-  static constexpr int kTile = kWgTileBytes<D>, kStages = kFwdStages<D>;
-  static constexpr int kTiles = 2 * kFwdConsumers + 2 * kStages, kBars = 4 * kFwdConsumers + 3 * kStages;
+  static constexpr int kTile = kWgTileBytes<D>, kStages = kFwdStages<D>, kQ = kFwdQBufs<D> * kFwdConsumers;
+  static constexpr int kTiles = kQ + 2 * kStages, kBars = 2 * kQ + 3 * kStages;
   static constexpr int kBytes = 1024 /* alignment slack */ + kTiles * kTile + kBars * 8;
   uint32_t base;
 
-  __device__ uint32_t q(int c, int j) const { return base + (2 * c + j) * kTile; }
-  __device__ uint32_t k(int s) const { return base + (2 * kFwdConsumers + s) * kTile; }
-  __device__ uint32_t v(int s) const { return base + (2 * kFwdConsumers + kStages + s) * kTile; }
+  __device__ uint32_t q(int c, int j) const { return base + (kFwdQBufs<D> * c + j) * kTile; }
+  __device__ uint32_t k(int s) const { return base + (kQ + s) * kTile; }
+  __device__ uint32_t v(int s) const { return base + (kQ + kStages + s) * kTile; }
   __device__ uint32_t bar(int i) const { return base + kTiles * kTile + 8 * i; }
-  __device__ uint32_t q_full(int c, int j) const { return bar(2 * c + j); }
-  __device__ uint32_t q_empty(int c, int j) const { return bar(2 * kFwdConsumers + 2 * c + j); }
-  __device__ uint32_t k_full(int s) const { return bar(4 * kFwdConsumers + s); }
-  __device__ uint32_t v_full(int s) const { return bar(4 * kFwdConsumers + kStages + s); }
-  __device__ uint32_t kv_empty(int s) const { return bar(4 * kFwdConsumers + 2 * kStages + s); }
+  __device__ uint32_t q_full(int c, int j) const { return bar(kFwdQBufs<D> * c + j); }
+  __device__ uint32_t q_empty(int c, int j) const { return bar(kQ + kFwdQBufs<D> * c + j); }
+  __device__ uint32_t k_full(int s) const { return bar(2 * kQ + s); }
+  __device__ uint32_t v_full(int s) const { return bar(2 * kQ + kStages + s); }
+  __device__ uint32_t kv_empty(int s) const { return bar(2 * kQ + 2 * kStages + s); }
 };
 static_assert(FwdSmem<128>::kBytes <= 227 * 1024 && FwdSmem<64>::kBytes <= 227 * 1024);
 
@@ -102,8 +105,8 @@ __device__ void produce(const FwdParams& p, const FwdSmem<D>& sm) {
   RingSlot<kFwdStages<D>> slot;
   for (int item = blockIdx.x, k = 0; item < items; item += gridDim.x, ++k) {
     const FwdItem it(p, item, row_tiles);
-    const int j = k & 1;
-    const uint32_t q_parity = (k >> 1) & 1;
+    const int j = k % kFwdQBufs<D>;
+    const uint32_t q_parity = (k / kFwdQBufs<D>) & 1;
     // Consumer 1's rows end at the diagonal tile, where the walk starts: its Q goes first.
     for (int c = kFwdConsumers - 1; c >= 0; --c) {
       mbarrier_wait(sm.q_empty(c, j), q_parity ^ 1);  // fresh barriers pass the first wait
@@ -146,7 +149,7 @@ __device__ void consume(const FwdParams& p, const FwdSmem<D>& sm, int c) {
 
   for (int item = blockIdx.x, k = 0; item < items; item += gridDim.x, ++k) {
     const FwdItem it(p, item, row_tiles);
-    const int j = k & 1, r0 = it.m0 + c * kWgRows;
+    const int j = k % kFwdQBufs<D>, r0 = it.m0 + c * kWgRows;
     const uint32_t sQ = sm.q(c, j);
     // This consumer's key tiles lo..hi (none when its rows start past T).
     int lo = it.n_first, hi = it.n_first - 1;
@@ -154,7 +157,7 @@ __device__ void consume(const FwdParams& p, const FwdSmem<D>& sm, int c) {
       lo = p.mask.lowest_key(r0) / BN;
       hi = min(r0 + kWgRows - 1, T - 1) / BN;
     }
-    mbarrier_wait(sm.q_full(c, j), (k >> 1) & 1);
+    mbarrier_wait(sm.q_full(c, j), (k / kFwdQBufs<D>) & 1);
     for (int n = it.n_last; n > hi; --n) pass();
 
     if (hi >= lo) {
@@ -245,7 +248,7 @@ __global__ void __launch_bounds__(kFwdThreads, 1) attention_fwd_wgmma_kernel(con
   const FwdSmem<D> sm{smem_u32(align_smem_1024(smem_raw))};
   if (threadIdx.x == 0) {
     for (int c = 0; c < kFwdConsumers; ++c)
-      for (int j = 0; j < 2; ++j) {
+      for (int j = 0; j < kFwdQBufs<D>; ++j) {
         mbarrier_init(sm.q_full(c, j), 1);
         mbarrier_init(sm.q_empty(c, j), 1);
       }
