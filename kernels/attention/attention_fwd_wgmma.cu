@@ -34,23 +34,30 @@
 namespace hylo::cuda::attn {
 namespace {
 
-constexpr int kFwdConsumers = 3, kFwdThreads = (1 + kFwdConsumers) * kWgThreads, kFwdItemRows = kFwdConsumers * kWgRows;
-// Registers: the launch gives every thread 65536 / 512 (128); the producer gives back all but 24
-// and the consumers take them (setmaxnreg), 128 * 24 + 384 * 160 = 64512.
-constexpr int kFwdLaunchRegs = 128, kFwdProducerRegs = 24, kFwdConsumerRegs = 160;
-static_assert(kWgThreads * (kFwdProducerRegs + kFwdConsumers * kFwdConsumerRegs) <= kFwdThreads * kFwdLaunchRegs);
-// Q buffers per consumer (two: the next item's arrives during this one) and K/V ring depth, in
-// 176 KB: hd64 2 and 8, hd128 1 and 4 (the consumers' staggered walks hold up to 3 ring buffers).
+// Per head dim: consumer warpgroups, and the registers of the launch (65536 / threads, rounded
+// down to 8), of the producer (which gives back all but these) and of each consumer (which takes
+// them, setmaxnreg); Q buffers per consumer (two: the next item's arrives during this one) and K/V
+// ring depth. hd64: 4 consumers of 112 registers, 2 Q buffers, 8 stages (192 KB); hd128: 3 of
+// 160, 1 Q buffer, 4 stages (176 KB; the consumers' staggered walks hold up to 3 ring buffers).
 template <int D>
-constexpr int kFwdQBufs = D == 128 ? 1 : 2;
+struct FwdShape {
+  static constexpr int kConsumers = D == 64 ? 4 : 3, kThreads = (1 + kConsumers) * kWgThreads;
+  static constexpr int kItemRows = kConsumers * kWgRows;
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kProducerRegs = 24;
+  static constexpr int kConsumerRegs = (kThreads * kLaunchRegs - kWgThreads * kProducerRegs) / (kConsumers * kWgThreads) / 8 * 8;
+  static constexpr int kQBufs = D == 128 ? 1 : 2, kStages = D == 128 ? 4 : 8;
+};
+static_assert(FwdShape<64>::kConsumerRegs == 112 && FwdShape<128>::kConsumerRegs == 160);
 template <int D>
-constexpr int kFwdStages = D == 128 ? 4 : 8;
+constexpr int kFwdStages = FwdShape<D>::kStages;
+template <int D>
+constexpr int kFwdQBufs = FwdShape<D>::kQBufs;
 
 // Shared memory: Q buffers (consumer c, buffer j at 2c + j), then the K ring, the V ring, then the
 // mbarriers (full / empty of each Q buffer; full of each K and V buffer, empty of each ring slot).
 template <int D>
 struct FwdSmem {
-  static constexpr int kTile = kWgTileBytes<D>, kStages = kFwdStages<D>, kQ = kFwdQBufs<D> * kFwdConsumers;
+  static constexpr int kTile = kWgTileBytes<D>, kStages = kFwdStages<D>, kQ = kFwdQBufs<D> * FwdShape<D>::kConsumers;
   static constexpr int kTiles = kQ + 2 * kStages, kBars = 2 * kQ + 3 * kStages;
   static constexpr int kBytes = 1024 /* alignment slack */ + kTiles * kTile + kBars * 8;
   uint32_t base;
@@ -79,19 +86,21 @@ struct RingSlot {
 
 // One item: query rows m0.. (two consumers' 64) of head h, batch b, and the key tiles any of its
 // rows sees, n_first..n_last.
+template <int D>
 struct FwdItem {
   int m0, h, b, n_first, n_last;
   __device__ FwdItem(const FwdParams& p, int item, int row_tiles) {
     const int heads = p.Hq * p.B, tile = item / heads, hb = item - tile * heads;
-    m0 = (row_tiles - 1 - tile) * kFwdItemRows;
+    m0 = (row_tiles - 1 - tile) * FwdShape<D>::kItemRows;
     h = hb % p.Hq;
     b = hb / p.Hq;
     n_first = p.mask.lowest_key(m0) / kWgRows;
-    n_last = min(m0 + kFwdItemRows - 1, p.T - 1) / kWgRows;
+    n_last = min(m0 + FwdShape<D>::kItemRows - 1, p.T - 1) / kWgRows;
   }
 };
 
-__device__ __forceinline__ int fwd_row_tiles(const FwdParams& p) { return int(ceil_div(p.T, kFwdItemRows)); }
+template <int D>
+__device__ __forceinline__ int fwd_row_tiles(const FwdParams& p) { return int(ceil_div(p.T, FwdShape<D>::kItemRows)); }
 
 // Consumer c's 128 threads wait for each other (named barrier 1 + c; 0 is __syncthreads).
 __device__ __forceinline__ void consumer_sync(int c) {
@@ -101,14 +110,14 @@ __device__ __forceinline__ void consumer_sync(int c) {
 template <int D>
 __device__ void produce(const FwdParams& p, const FwdSmem<D>& sm) {
   constexpr uint32_t kBytes = kTmaTileBytes<D>;
-  const int row_tiles = fwd_row_tiles(p), items = row_tiles * p.Hq * p.B;
+  const int row_tiles = fwd_row_tiles<D>(p), items = row_tiles * p.Hq * p.B;
   RingSlot<kFwdStages<D>> slot;
   for (int item = blockIdx.x, k = 0; item < items; item += gridDim.x, ++k) {
-    const FwdItem it(p, item, row_tiles);
+    const FwdItem<D> it(p, item, row_tiles);
     const int j = k % kFwdQBufs<D>;
     const uint32_t q_parity = (k / kFwdQBufs<D>) & 1;
     // Consumer 1's rows end at the diagonal tile, where the walk starts: its Q goes first.
-    for (int c = kFwdConsumers - 1; c >= 0; --c) {
+    for (int c = FwdShape<D>::kConsumers - 1; c >= 0; --c) {
       mbarrier_wait(sm.q_empty(c, j), q_parity ^ 1);  // fresh barriers pass the first wait
       const int r0 = it.m0 + c * kWgRows;
       if (r0 < p.T) {
@@ -133,7 +142,7 @@ template <int D>
 __device__ void consume(const FwdParams& p, const FwdSmem<D>& sm, int c) {
   constexpr int BN = kWgRows;
   const int tid = threadIdx.x % kWgThreads, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
-  const int row_tiles = fwd_row_tiles(p), items = row_tiles * p.Hq * p.B, T = p.T;
+  const int row_tiles = fwd_row_tiles<D>(p), items = row_tiles * p.Hq * p.B, T = p.T;
   RingSlot<kFwdStages<D>> slot;
   // This warp is done with the ring buffer of `s` (every consumer warp arrives: 8 per fill).
   auto release = [&](const RingSlot<kFwdStages<D>>& s) {
@@ -148,7 +157,7 @@ __device__ void consume(const FwdParams& p, const FwdSmem<D>& sm, int c) {
   };
 
   for (int item = blockIdx.x, k = 0; item < items; item += gridDim.x, ++k) {
-    const FwdItem it(p, item, row_tiles);
+    const FwdItem<D> it(p, item, row_tiles);
     const int j = k % kFwdQBufs<D>, r0 = it.m0 + c * kWgRows;
     const uint32_t sQ = sm.q(c, j);
     // This consumer's key tiles lo..hi (none when its rows start past T).
@@ -243,11 +252,11 @@ __device__ void consume(const FwdParams& p, const FwdSmem<D>& sm, int c) {
 }
 
 template <int D>
-__global__ void __launch_bounds__(kFwdThreads, 1) attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
+__global__ void __launch_bounds__(FwdShape<D>::kThreads, 1) attention_fwd_wgmma_kernel(const __grid_constant__ FwdParams p) {
   extern __shared__ unsigned char smem_raw[];
   const FwdSmem<D> sm{smem_u32(align_smem_1024(smem_raw))};
   if (threadIdx.x == 0) {
-    for (int c = 0; c < kFwdConsumers; ++c)
+    for (int c = 0; c < FwdShape<D>::kConsumers; ++c)
       for (int j = 0; j < kFwdQBufs<D>; ++j) {
         mbarrier_init(sm.q_full(c, j), 1);
         mbarrier_init(sm.q_empty(c, j), 1);
@@ -255,17 +264,17 @@ __global__ void __launch_bounds__(kFwdThreads, 1) attention_fwd_wgmma_kernel(con
     for (int s = 0; s < kFwdStages<D>; ++s) {
       mbarrier_init(sm.k_full(s), 1);
       mbarrier_init(sm.v_full(s), 1);
-      mbarrier_init(sm.kv_empty(s), kFwdConsumers * kWgThreads / 32);
+      mbarrier_init(sm.kv_empty(s), FwdShape<D>::kConsumers * kWgThreads / 32);
     }
     mbarrier_init_fence();
   }
   __syncthreads();
   const int wg = threadIdx.x / kWgThreads;
   if (wg == 0) {
-    setmaxnreg_dec<kFwdProducerRegs>();
+    setmaxnreg_dec<FwdShape<D>::kProducerRegs>();
     if (threadIdx.x == 0) produce<D>(p, sm);
   } else {
-    setmaxnreg_inc<kFwdConsumerRegs>();
+    setmaxnreg_inc<FwdShape<D>::kConsumerRegs>();
     consume<D>(p, sm, wg - 1);
   }
 }
@@ -277,9 +286,9 @@ void check_launch_regs() {
   static const bool checked = [] {
     cudaFuncAttributes attr{};
     HYLO_CUDA_CHECK(cudaFuncGetAttributes(&attr, attention_fwd_wgmma_kernel<D>));
-    HYLO_CUDA_REQUIRE(attr.numRegs == kFwdLaunchRegs,
+    HYLO_CUDA_REQUIRE(attr.numRegs == FwdShape<D>::kLaunchRegs,
                       "attention_fwd_wgmma_kernel<%d>: built with %d registers per thread, setmaxnreg needs %d", D,
-                      attr.numRegs, kFwdLaunchRegs);
+                      attr.numRegs, FwdShape<D>::kLaunchRegs);
     return true;
   }();
   (void)checked;
@@ -290,9 +299,9 @@ void check_launch_regs() {
 template <int D>
 void launch_forward(const FwdParams& p, cudaStream_t stream) {
   check_launch_regs<D>();
-  const int64_t items = ceil_div(p.T, kFwdItemRows) * p.Hq * p.B;
+  const int64_t items = ceil_div(p.T, FwdShape<D>::kItemRows) * p.Hq * p.B;
   const int blocks = int(std::min<int64_t>(items, sm_count()));
-  launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(blocks), kFwdThreads, FwdSmem<D>::kBytes, stream);
+  launch_kernel<attention_fwd_wgmma_kernel<D>>(p, dim3(blocks), FwdShape<D>::kThreads, FwdSmem<D>::kBytes, stream);
   HYLO_CUDA_LAUNCH_CHECK("attention_fwd_wgmma_kernel");
 }
 template void launch_forward<64>(const FwdParams&, cudaStream_t);
