@@ -233,14 +233,12 @@ __device__ __forceinline__ void mask_scores(float (&s)[N][4], int t0, const int 
     }
 }
 
-// One online-softmax step, without the output: raw scores s become exp2(s * scale_log2 - running
-// max), this thread's partial row sums take them in, and `correction` receives the factor by which
-// the output accumulator must be rescaled (rescale_rows) because the running max (of raw scores)
-// grew. Split from the rescale so that a kernel may rescale only once a product that still
-// accumulates into the output is done.
-template <int N>
-__device__ __forceinline__ void softmax_scores(float (&s)[N][4], float (&row_max)[2], float (&row_sum)[2],
-                                               float (&correction)[2], float scale_log2) {
+// One online-softmax step: raw scores s become exp2(s * scale_log2 - running max), this thread's
+// partial row sums take them in, and the output accumulator o (ND C tiles) is rescaled when the
+// running max (of raw scores) grows.
+template <int N, int ND>
+__device__ __forceinline__ void online_softmax(float (&s)[N][4], float (&o)[ND][4], float (&row_max)[2],
+                                               float (&row_sum)[2], float scale_log2) {
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     float mx = row_max[half];
@@ -250,7 +248,7 @@ __device__ __forceinline__ void softmax_scores(float (&s)[N][4], float (&row_max
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     // A row with nothing allowed yet keeps max -inf; subtracting 0 then keeps exp2(-inf) = 0.
     const float base = mx == -INFINITY ? 0.f : mx * scale_log2;
-    correction[half] = fast_exp2(row_max[half] * scale_log2 - base);
+    const float correction = fast_exp2(row_max[half] * scale_log2 - base);
     row_max[half] = mx;
     float sum = 0.f;
 #pragma unroll
@@ -260,29 +258,13 @@ __device__ __forceinline__ void softmax_scores(float (&s)[N][4], float (&row_max
       sv[1] = fast_exp2(fmaf(sv[1], scale_log2, -base));
       sum += sv[0] + sv[1];
     }
-    row_sum[half] = row_sum[half] * correction[half] + sum;
-  }
-}
-
-// The output accumulator o (ND C tiles) times softmax_scores' correction of its rows.
-template <int ND>
-__device__ __forceinline__ void rescale_rows(float (&o)[ND][4], const float (&correction)[2]) {
+    row_sum[half] = row_sum[half] * correction + sum;
 #pragma unroll
-  for (int j = 0; j < ND; ++j) {
-    o[j][0] *= correction[0];
-    o[j][1] *= correction[0];
-    o[j][2] *= correction[1];
-    o[j][3] *= correction[1];
+    for (int j = 0; j < ND; ++j) {
+      o[j][2 * half] *= correction;
+      o[j][2 * half + 1] *= correction;
+    }
   }
-}
-
-// Both: one online-softmax step that rescales the output accumulator at once.
-template <int N, int ND>
-__device__ __forceinline__ void online_softmax(float (&s)[N][4], float (&o)[ND][4], float (&row_max)[2],
-                                               float (&row_sum)[2], float scale_log2) {
-  float correction[2];
-  softmax_scores(s, row_max, row_sum, correction, scale_log2);
-  rescale_rows(o, correction);
 }
 
 // The rows done: row sums finished across the quad, lse (natural log, of the scaled scores)

@@ -47,10 +47,6 @@ __device__ __forceinline__ void mbarrier_init_fence() {
 __device__ __forceinline__ void mbarrier_arrive_expect_bytes(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-// One arrival without bytes (a consumer done with a buffer; a producer with nothing to copy).
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 // Blocks until the phase with parity `parity` of the mbarrier has completed (its arrivals and
 // bytes are all in); its copies are then visible to the waiting thread.
 __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {

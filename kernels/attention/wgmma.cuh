@@ -117,27 +117,6 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 
-// Ties the registers of an accumulator (any shape) to this point: the compiler may not move their
-// reads above it. After a wgmma_wait, the products' results are in the registers only from the
-// wait on, but to the compiler they were written when the wgmma asm was issued.
-template <class Acc>
-__device__ __forceinline__ void register_fence(Acc& acc) {
-  float* f = reinterpret_cast<float*>(&acc);
-#pragma unroll
-  for (int i = 0; i < int(sizeof(Acc) / sizeof(float)); ++i) asm volatile("" : "+f"(f[i])::"memory");
-}
-
-// A warp-specialised kernel's register split (every warp of a warpgroup runs it): a warpgroup gives
-// registers back to the block's pool (dec) or waits until the pool has them (inc).
-template <int Regs>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(Regs));
-}
-template <int Regs>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(Regs));
-}
-
 // Shared memory written by ordinary stores or cp.async must be made visible to the tensor cores'
 // (async) proxy before a barrier that precedes their reads.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }

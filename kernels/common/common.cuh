@@ -22,10 +22,6 @@ using nv_bf16 = __nv_bfloat16;
 inline const nv_bf16* as_nv(const hylo::bf16* p) { return reinterpret_cast<const nv_bf16*>(p); }
 inline nv_bf16* as_nv(hylo::bf16* p) { return reinterpret_cast<nv_bf16*>(p); }
 
-// The current device's SM count, read once (hylo drives one GPU per process): grid sizes of
-// persistent kernels and the decode's split choice, asked at every step.
-int sm_count();
-
 __host__ __device__ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // True when every pointer is 16-byte aligned, so 8 bf16 (or 4 floats) move in one access.

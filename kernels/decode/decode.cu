@@ -93,6 +93,17 @@ __global__ void delay_kernel(unsigned long long ns) {
   } while (now - start < ns);
 }
 
+// Read once: the split choice asks for it at every decode step (hylo drives one GPU per process).
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    HYLO_CUDA_CHECK(cudaGetDevice(&device));
+    HYLO_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
 // Split-KV: decode_mma_kernel only, and only on tiny grids: sm_count / (2 blocks) splits where that
 // is at least kMinSplits (on 132 SMs: grids of at most 16 blocks, e.g. batch 1 at H 16), none
 // elsewhere; decode_combine_kernel merges them. Splitting in 2 cost about 1.5 µs a step at 64
