@@ -339,7 +339,7 @@ void emit(YAML::Emitter& out, const std::string& v) {
   if (needs_quotes(v)) out << YAML::DoubleQuoted;
   out << v;
 }
-void emit(YAML::Emitter& out, double v) { out << format_double(v); }
+void emit(YAML::Emitter& out, double v) { out << yaml_double(v); }
 void emit(YAML::Emitter& out, bool v) { out << (v ? "true" : "false"); }
 template <class T>
   requires std::is_integral_v<T>
@@ -369,7 +369,7 @@ std::vector<std::string> split_dots(const std::string& key) {
 
 }  // namespace
 
-std::string format_double(double v) {
+std::string yaml_double(double v) {
   if (std::isnan(v)) return ".nan";
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
   // The shortest text that reads back to the same bits, with a '.' in the mantissa so that
@@ -379,7 +379,7 @@ std::string format_double(double v) {
   return t;
 }
 
-std::string error_prefix(const Config& c) { return c.source_path.empty() ? "" : c.source_path + ": "; }
+std::string config_error_prefix(const Config& c) { return c.source_path.empty() ? "" : c.source_path + ": "; }
 
 std::pair<std::string, std::string> split_override(const std::string& arg) {
   const size_t eq = arg.find('=');

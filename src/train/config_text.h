@@ -7,8 +7,8 @@
 namespace hylo {
 
 // The shortest YAML float that reads back to the same bits (".nan", ".inf", 1.0e-05).
-std::string format_double(double v);
+std::string yaml_double(double v);
 // "PATH: ", the prefix of a config's errors, or "" for a config not read from a file.
-std::string error_prefix(const Config& c);
+std::string config_error_prefix(const Config& c);
 
 }  // namespace hylo

@@ -1,6 +1,8 @@
 // Whether a Config can run: validate() checks every value against its range and the others it
 // depends on, training_device() what the machine offers. Each failure is one line that names the
 // config file, the key and its value (SPEC §8).
+#include "train/config.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -11,7 +13,6 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "data/source_span.h"
-#include "train/config.h"
 #include "train/config_text.h"
 
 #if HYLO_WITH_CUDA
@@ -36,14 +37,14 @@ struct Checker {
     need(v >= lo, "{}={} must be >= {}", key, v, lo);
   }
   void positive(const std::string& key, double v) const {
-    need(std::isfinite(v) && v > 0, "{}={} must be > 0", key, format_double(v));
+    need(std::isfinite(v) && v > 0, "{}={} must be > 0", key, yaml_double(v));
   }
   void non_negative(const std::string& key, double v) const {
-    need(std::isfinite(v) && v >= 0, "{}={} must be >= 0", key, format_double(v));
+    need(std::isfinite(v) && v >= 0, "{}={} must be >= 0", key, yaml_double(v));
   }
   void within(const std::string& key, double v, double lo, double hi, bool hi_open = false) const {
     bool ok = std::isfinite(v) && v >= lo && (hi_open ? v < hi : v <= hi);
-    need(ok, "{}={} must be in [{}, {}{}", key, format_double(v), lo, hi, hi_open ? ")" : "]");
+    need(ok, "{}={} must be in [{}, {}{}", key, yaml_double(v), lo, hi, hi_open ? ")" : "]");
   }
   void one_of(const std::string& key, const std::string& v, std::initializer_list<const char*> allowed) const {
     for (const char* a : allowed)
@@ -66,7 +67,7 @@ struct Checker {
 }  // namespace
 
 void validate(const Config& c) {
-  const Checker ck{error_prefix(c)};
+  const Checker ck{config_error_prefix(c)};
   const ModelConfig& m = c.model;
   ck.at_least("model.vocab_size", m.vocab_size, 1);
   ck.at_least("model.d_model", m.d_model, 1);
@@ -148,7 +149,7 @@ void validate(const Config& c) {
   ck.within("data.retrieval_mix", c.data.retrieval_mix, 0, 1);
   ck.need(c.data.retrieval_mix == 0 || t.seq_len >= 2 * data::kSpanTokens,
           "data.retrieval_mix={} needs train.seq_len >= {} (a source span and its repeat), got {}",
-          format_double(c.data.retrieval_mix), 2 * data::kSpanTokens, t.seq_len);
+          yaml_double(c.data.retrieval_mix), 2 * data::kSpanTokens, t.seq_len);
   ck.one_of("device", c.device, {"cpu", "cuda"});
 }
 
@@ -157,7 +158,7 @@ Device training_device(const Config& config) {
     keep_freed_host_memory();  // CPU steps reuse their large host tensors
     return Device::cpu;
   }
-  const std::string origin = error_prefix(config);
+  const std::string origin = config_error_prefix(config);
   HYLO_CHECK(config.device == "cuda", "{}device: expected cpu or cuda, got '{}'", origin, config.device);
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("{}device: cuda requested but this hylo was built without CUDA (cmake -DHYLO_CUDA=ON)", origin);
