@@ -1,6 +1,12 @@
 """The legend below a figure's axes, shared by plot_loss.py and plot_retrieval.py: a pooled sweep's
 legend inside the axes would cover the lines. As many entries per row as fit the figure's width
-(at most 3), so that long run names (a pooled report's) are not cut off at its edges."""
+(at most 3), so that long run names (a pooled report's) are not cut off at its edges. Also the
+name that the runs of one configuration share across seeds."""
+
+
+def seed_group(name):
+    # `hylo report` over several seeds names each run "NAME (seed N)" (src/cli/report_command.cpp).
+    return name.split(" (seed ")[0]
 
 
 def legend_below(fig, handles, labels, fontsize=8):

@@ -11,7 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plot_legend import legend_below
+from plot_legend import legend_below, seed_group
 
 
 def read_metrics(run_dir):
@@ -46,7 +46,7 @@ def main():
     # seeds) in all panels; a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
     runs = [run.split("=", 1) if "=" in run else (pathlib.Path(run).name, run) for run in args.runs]
     metrics = [read_metrics(path) for _, path in runs]
-    group_of = [name.split(" (seed ")[0] for name, _ in runs]
+    group_of = [seed_group(name) for name, _ in runs]
     seeds = collections.Counter(group_of)
     groups = list(seeds)  # first-seen order
     with_retrieval = any(retrieval for _, _, retrieval in metrics)

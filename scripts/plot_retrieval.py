@@ -12,7 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from plot_legend import legend_below
+from plot_legend import legend_below, seed_group
 
 
 def main():
@@ -24,7 +24,7 @@ def main():
     groups = collections.OrderedDict()  # NAME -> [by_distance rows of each seed]
     for item in args.reports:
         name, path = item.split("=", 1)
-        groups.setdefault(name.split(" (seed ")[0], []).append(json.load(open(path))["retrieval"]["by_distance"])
+        groups.setdefault(seed_group(name), []).append(json.load(open(path))["retrieval"]["by_distance"])
     colours = plt.get_cmap("tab10")
     for i, (name, runs) in enumerate(groups.items()):
         colour = colours(i % colours.N)
