@@ -22,13 +22,8 @@
 
 #include "kernels/common/common.cuh"
 #include "kernels/decode/decode.h"
-#include "kernels/decode/decode_frag.cuh"
 #include "kernels/decode/decode_gqa.cuh"
 #include "kernels/decode/decode_mha.cuh"
-
-#ifndef HYLO_DECODE_FRAG
-#define HYLO_DECODE_FRAG 0
-#endif
 
 namespace hylo::cuda {
 namespace decode {
@@ -138,11 +133,7 @@ Plan plan_for(const DecodeShape& s) {
   const int group = s.Hq / s.Hkv;
   if (group > 1 || int64_t(s.B) * s.Hkv <= 4 * int64_t(sm_count()))
     return {true, (group + kMmaHeads - 1) / kMmaHeads, kMmaKeysPerStep};
-#if HYLO_DECODE_FRAG
-  return {false, 1, kFragKeysPerStep};
-#else
   return {false, 1, s.D == 64 ? kMhaKeysPerStep<64> : kMhaKeysPerStep<128>};
-#endif
 }
 
 // Splits asked for before empty ones are dropped (the policy above), at least one block round of
@@ -215,13 +206,8 @@ void launch_for_dim(const Params& p, const Plan& plan, dim3 grid, cudaStream_t s
     else
       launch_mma<D, kMmaStages>(p, dependent, grid, stream);
   } else {
-#if HYLO_DECODE_FRAG
-    launch(decode_frag_kernel<D>, dependent, grid, kFragThreads, 0, stream, p);
-    HYLO_CUDA_LAUNCH_CHECK("decode_frag_kernel");
-#else
     launch(decode_kernel<D>, dependent, grid, kThreads, 0, stream, p);
     HYLO_CUDA_LAUNCH_CHECK("decode_kernel");
-#endif
   }
   if (p.splits > 1) {
     launch(decode_combine_kernel<D>, true, dim3(unsigned(p.Hq) * grid.z), D, 0, stream,
@@ -343,7 +329,7 @@ void decode_launch_floor(const DecodeShape& shape, cudaStream_t stream) {
   check_shape(shape);
   const Plan plan = plan_for(shape);
   launch(floor_kernel, true, dim3(1, unsigned(shape.Hkv * plan.chunks), unsigned(shape.B)),
-         plan.mma ? kMmaThreads : HYLO_DECODE_FRAG ? kFragThreads : kThreads, 0, stream);
+         plan.mma ? kMmaThreads : kThreads, 0, stream);
   HYLO_CUDA_LAUNCH_CHECK("decode floor_kernel");
 }
 
