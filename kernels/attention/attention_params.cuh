@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "kernels/attention/attention.h"
-#include "kernels/attention/attention_common.cuh"
+#include "kernels/common/tiles.cuh"
 #include "kernels/attention/tma.cuh"
 
 namespace hylo::cuda::attn {

@@ -1,6 +1,6 @@
 // Hopper tensor memory accelerator (TMA, sm_90a) for the attention kernels: one thread asks the
 // copy engine for a whole 64-row tile of a (B, T, H, D) tensor, which lands in shared memory in the
-// same layout as load_tile's (attention_common.cuh, swizzled<R>) and signals an mbarrier when its
+// same layout as load_tile's (common/tiles.cuh, swizzled<R>) and signals an mbarrier when its
 // bytes have arrived. The cp.async alternative has every thread issue and address 16-byte copies
 // (for a 64 x 128 tile, 8 per thread plus their index arithmetic); in the PTX of an hd128 backward
 // iteration, integer instructions (largely those addresses and their bounds) outnumbered the
@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/attention_common.cuh"
+#include "kernels/common/tiles.cuh"
 
 #if HYLO_WGMMA
 namespace hylo::cuda::attn {

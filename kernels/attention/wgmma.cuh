@@ -2,7 +2,7 @@
 // bf16 products with fp32 accumulators, B (and optionally A) read by the tensor cores straight from
 // shared memory. Built only when the CUDA target is sm_90a (HYLO_WGMMA, set by CMakeLists.txt).
 //
-// Why our tiles need no copy: every 64-column half of a tile stored by load_tile (attention_common.cuh,
+// Why our tiles need no copy: every 64-column half of a tile stored by load_tile (common/tiles.cuh,
 // swizzled<R>) has 128-byte rows with 16-byte chunk c of row r at chunk c ^ (r % 8). That is the
 // hardware's 128-byte swizzle atom (8 rows x 128 B) repeated down the rows, provided the half starts
 // on a 1024-byte boundary: every tile does (align_smem_1024, and tiles are whole KB) and so does the
@@ -16,12 +16,12 @@
 //   acc_half).
 //
 // Register layouts (PTX ISA, "Register Fragments" of wgmma .m64nNk16): warp w of the warpgroup owns
-// rows 16w..16w+15; per warp they are the mma.sync m16n8k16 layouts of attention_common.cuh, so
+// rows 16w..16w+15; per warp they are the mma.sync m16n8k16 layouts of common/tiles.cuh, so
 // d[j] (4 floats) is C tile j (columns 8j..8j+7) and an A operand is an A fragment (c_to_a).
 #pragma once
 #include <cstdint>
 
-#include "kernels/attention/attention_common.cuh"
+#include "kernels/common/tiles.cuh"
 
 #if HYLO_WGMMA
 namespace hylo::cuda::attn {

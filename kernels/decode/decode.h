@@ -15,7 +15,7 @@
 
 #include <cstddef>
 
-#include "ops/cpu/decode_attention.h"
+#include "attn/shape.h"
 
 namespace hylo {
 struct bf16;  // core/dtype.h; only pointers here, so .cu files need not include fmt (core/error.h)

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "ops/cpu/decode_attention.h"
+#include "attn/shape.h"
 
 namespace hylo::cuda::decode {
 

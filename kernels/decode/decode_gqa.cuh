@@ -5,7 +5,7 @@
 // so each k/v row is read once for all of them. Each of the kMmaWarps warps takes rounds of 16
 // consecutive live keys in turn (round i of the block goes to warp i % kMmaWarps) and keeps its own
 // online softmax over them; the warps merge at the end. A warp's k and v rows go by cp.async into
-// its own shared buffer of Stages rounds (swizzled tiles, attention_common.cuh): the next rounds
+// its own shared buffer of Stages rounds (swizzled tiles, common/tiles.cuh): the next rounds
 // are in flight while one is computed, with no register cost, and warps never wait for each other
 // until the merge.
 //
@@ -24,7 +24,7 @@
 
 #include <cstdint>
 
-#include "kernels/attention/attention_common.cuh"
+#include "kernels/common/tiles.cuh"
 #include "kernels/decode/decode_common.cuh"
 
 namespace hylo::cuda::decode {

@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "cli/bench_json.h"
+#include "bench/bench_json.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/error.h"

@@ -12,8 +12,8 @@
 #include "cli/flags.h"
 #include "data/tokenizer.h"
 #include "nn/generate.h"
-#include "train/config.h"
-#include "train/model_checkpoint.h"
+#include "config/config.h"
+#include "checkpoint/model_checkpoint.h"
 
 namespace hylo {
 

@@ -4,7 +4,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 
 namespace {
 

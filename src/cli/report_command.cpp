@@ -22,8 +22,8 @@
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "train/json_text.h"
-#include "train/sweep.h"
+#include "core/json_text.h"
+#include "sweep/sweep.h"
 
 namespace hylo {
 

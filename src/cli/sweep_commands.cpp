@@ -13,10 +13,10 @@
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/json_text.h"
-#include "train/sweep.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "core/json_text.h"
+#include "sweep/sweep.h"
 #include "train/trainer.h"
 
 namespace hylo {

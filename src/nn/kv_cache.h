@@ -19,7 +19,7 @@
 
 #include "core/tensor.h"
 #include "ops/cpu/decode_attention.h"
-#include "ops/mask.h"
+#include "attn/mask.h"
 
 namespace hylo {
 

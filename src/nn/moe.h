@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "nn/model_config.h"
 #include "nn/parameter.h"
 #include "ops/moe.h"

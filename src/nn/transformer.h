@@ -14,7 +14,7 @@
 #include "nn/model_config.h"
 #include "nn/moe.h"
 #include "nn/parameter.h"
-#include "ops/mask.h"
+#include "attn/mask.h"
 
 namespace hylo {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "autograd/variable.h"
-#include "ops/mask.h"
+#include "attn/mask.h"
 
 namespace hylo {
 

@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "train/run_dir.h"
+#include "checkpoint/run_dir.h"
 
 namespace hylo {
 

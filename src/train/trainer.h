@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "train/config.h"
+#include "config/config.h"
 
 namespace hylo {
 

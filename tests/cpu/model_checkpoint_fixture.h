@@ -4,9 +4,9 @@
 #include <string>
 
 #include "nn/transformer.h"
-#include "train/buffers.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
+#include "checkpoint/buffers.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
 
 namespace hylo::test {
 

@@ -8,7 +8,7 @@
 
 #include "core/rng.h"
 #include "nn/transformer.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 namespace hylo::test {
 

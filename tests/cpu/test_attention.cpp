@@ -10,7 +10,7 @@
 
 #include "core/rng.h"
 #include "ops/cpu/attention.h"
-#include "ops/mask.h"
+#include "attn/mask.h"
 
 using namespace hylo;
 

@@ -17,8 +17,8 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "error_of.h"
-#include "train/checkpoint.h"
-#include "train/run_dir.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/run_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hylo;

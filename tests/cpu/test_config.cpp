@@ -10,7 +10,7 @@
 
 #include "core/error.h"
 #include "error_of.h"
-#include "train/config.h"
+#include "config/config.h"
 
 namespace fs = std::filesystem;
 using namespace hylo;

@@ -16,11 +16,11 @@
 #include "core/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
-#include "train/buffers.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/last_word.h"
-#include "train/retrieval.h"
+#include "checkpoint/buffers.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "eval/last_word.h"
+#include "eval/retrieval.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 
 #include "core/file.h"
 #include "run_command.h"
-#include "train/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "training_workspace.h"
 
 using namespace hylo;

@@ -17,9 +17,9 @@
 #include "nn/generate.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/buffers.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
+#include "checkpoint/buffers.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;

@@ -21,11 +21,11 @@
 #include "nn/transformer.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
-#include "train/buffers.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/flops.h"
-#include "train/optimizer.h"
+#include "checkpoint/buffers.h"
+#include "checkpoint/checkpoint.h"
+#include "config/config.h"
+#include "nn/flops.h"
+#include "optim/optimizer.h"
 
 using namespace hylo;
 

@@ -15,8 +15,8 @@
 #include "error_of.h"
 #include "run_command.h"
 #include "tiny_workspace.h"
-#include "train/run_dir.h"
-#include "train/sweep.h"
+#include "checkpoint/run_dir.h"
+#include "sweep/sweep.h"
 
 using namespace hylo;
 using hylo::test::error_of;

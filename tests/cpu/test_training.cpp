@@ -16,8 +16,8 @@
 #include "data/shard.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/checkpoint.h"
-#include "train/schedule.h"
+#include "checkpoint/checkpoint.h"
+#include "optim/schedule.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;

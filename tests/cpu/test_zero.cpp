@@ -7,13 +7,13 @@
 #include <cmath>
 #include <memory>
 
-#include "dist/single_process.h"
+#include "parallel/single_process.h"
 #include "nn/transformer.h"
 #include "small_model.h"
-#include "train/config.h"
-#include "train/flops.h"
-#include "train/gradient_sync.h"
-#include "train/zero.h"
+#include "config/config.h"
+#include "nn/flops.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/zero.h"
 
 using namespace hylo;
 

@@ -29,7 +29,7 @@
 #include "nn/generate.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 using namespace hylo;
 using hylo::test::relative_error;

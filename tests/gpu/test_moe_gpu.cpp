@@ -15,14 +15,14 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/communicator.h"
-#include "dist/single_process.h"
+#include "parallel/communicator.h"
+#include "parallel/single_process.h"
 #include "gpu_test_util.h"
 #include "kernels/moe/grouped_gemm.h"
 #include "nn/moe.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
-#include "train/expert_parallel.h"
+#include "parallel/expert_parallel.h"
 
 using namespace hylo;
 using namespace hylo::test;

@@ -23,7 +23,7 @@
 #include "kernels/rmsnorm/rmsnorm.h"
 #include "kernels/rope/rope.h"
 #include "nn/transformer.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/step_batch.h"
 
 using namespace hylo;

@@ -12,11 +12,11 @@
 #include "mpi_test_util.h"
 #include "core/file.h"
 #include "core/rng.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/gradient_sync.h"
-#include "train/zero.h"
+#include "parallel/gradient_sync.h"
+#include "parallel/zero.h"
 
 using namespace hylo;
 

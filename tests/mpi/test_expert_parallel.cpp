@@ -14,12 +14,12 @@
 #include "mpi_test_util.h"
 #include "core/file.h"
 #include "core/rng.h"
-#include "dist/communicator.h"
+#include "parallel/communicator.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
-#include "train/expert_parallel.h"
-#include "train/flops.h"
-#include "train/gradient_sync.h"
+#include "parallel/expert_parallel.h"
+#include "nn/flops.h"
+#include "parallel/gradient_sync.h"
 
 using namespace hylo;
 

@@ -9,17 +9,9 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/mask.h"
+#include "attn/shape.h"
 
 namespace hylo {
-
-struct AttnShape {
-  int B = 0, T = 0, Hq = 0, Hkv = 0, D = 0;
-};
-
-// Throws (HYLO_CHECK) unless the shape and mask are usable: positive sizes, Hq % Hkv == 0,
-// window >= 1 for swa, 1 <= bridge <= block for pbb.
-void check_attention_args(const AttnShape& shape, const AttnMask& mask);
 
 namespace cpu {
 

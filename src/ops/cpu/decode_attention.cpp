@@ -11,17 +11,6 @@
 
 namespace hylo {
 
-void check_decode_args(const DecodeShape& s, const LiveSlots& live) {
-  HYLO_CHECK(s.B > 0 && s.Hq > 0 && s.Hkv > 0 && s.D > 0 && s.slots > 0,
-             "decode attention: sizes must be positive, got B={} Hq={} Hkv={} D={} slots={}", s.B, s.Hq, s.Hkv, s.D,
-             s.slots);
-  HYLO_CHECK(s.Hq % s.Hkv == 0, "decode attention: query heads {} not a multiple of kv heads {}", s.Hq, s.Hkv);
-  for (const SlotRange& r : {live.older, live.newer})
-    HYLO_CHECK(r.size() == 0 || (r.begin >= 0 && r.end <= s.slots),
-               "decode attention: live slots [{}, {}) outside the cache's {} slots", r.begin, r.end, s.slots);
-  HYLO_CHECK(live.keys() > 0, "decode attention: no live key (a query always attends itself)");
-}
-
 namespace cpu {
 
 template <class T>

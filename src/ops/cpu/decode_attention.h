@@ -12,40 +12,9 @@
 #pragma once
 #include <cstdint>
 
-#include "ops/mask.h"  // HYLO_HD
+#include "attn/shape.h"
 
 namespace hylo {
-
-// Slots [begin, end) of a cache.
-struct SlotRange {
-  int begin = 0, end = 0;
-  HYLO_HD int size() const { return end > begin ? end - begin : 0; }
-};
-
-// The slots one decode query attends, oldest keys first: `older` (PBB: the previous block's tail;
-// ring: the slots after the newest one), then `newer`. Either may be empty; the same for every
-// sequence and kv head of the batch.
-struct LiveSlots {
-  SlotRange older, newer;
-  HYLO_HD int keys() const { return older.size() + newer.size(); }
-  // Slot of the j-th live key, 0 <= j < keys().
-  HYLO_HD int slot(int j) const { return j < older.size() ? older.begin + j : newer.begin + (j - older.size()); }
-};
-
-// Rows [src, src + count) copied to [dst, dst + count) in every (sequence, kv head): linear-SWA
-// compaction. The two never overlap; count == 0: nothing to move.
-struct SlotMove {
-  int src = 0, dst = 0, count = 0;
-};
-
-struct DecodeShape {
-  int B = 0, Hq = 0, Hkv = 0, D = 0;
-  int slots = 0;  // S: rows stored per (sequence, kv head), >= the cache's slots (kv_row_stride)
-};
-
-// Throws (HYLO_CHECK) unless sizes are positive, Hq % Hkv == 0, and the live ranges are non-empty
-// in total and inside [0, slots).
-void check_decode_args(const DecodeShape& shape, const LiveSlots& live);
 
 namespace cpu {
 

@@ -1,0 +1,132 @@
+#include "checkpoint/run_dir.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file.h"
+#include "core/json_text.h"
+
+namespace fs = std::filesystem;
+
+namespace hylo {
+namespace {
+
+std::FILE* open_append(const fs::path& path) {
+  std::FILE* f = std::fopen(path.c_str(), "a");
+  HYLO_CHECK(f, "{}: cannot open for appending: {}", path.string(), std::strerror(errno));
+  return f;
+}
+
+void write_line(std::FILE* f, std::string_view line, const std::string& what) {
+  bool ok = std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fputc('\n', f) != EOF &&
+            std::fflush(f) == 0;
+  HYLO_CHECK(ok, "{}: write failed: {}", what, std::strerror(errno));
+}
+
+// The value of the top-level "step" key in one of our own rows, if any.
+std::optional<int64_t> row_step(const std::string& line) {
+  auto pos = line.find("\"step\":");
+  if (pos == std::string::npos) return std::nullopt;
+  const char* p = line.data() + pos + 7;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(p, line.data() + line.size(), v);
+  if (ec != std::errc()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool is_metrics_key(const std::string& key) {
+  if (std::find(kMetricsKeys.begin(), kMetricsKeys.end(), key) != kMetricsKeys.end()) return true;
+  const size_t dot = key.find('.', 4);
+  if (!key.starts_with("moe.") || dot == std::string::npos || dot == 4) return false;
+  const std::string layer = key.substr(4, dot - 4), suffix = key.substr(dot + 1);
+  return std::all_of(layer.begin(), layer.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+         std::find(kMoeMetricsSuffixes.begin(), kMoeMetricsSuffixes.end(), suffix) != kMoeMetricsSuffixes.end();
+}
+
+void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode) {
+  const fs::path root(dir), config = root / "config.yaml";
+  std::error_code ec;
+  HYLO_CHECK(!fs::exists(root, ec) || fs::is_directory(root, ec), "{}: exists and is not a directory", dir);
+
+  std::optional<std::string> old = read_file(config);
+  if (old && *old != resolved_config_yaml && mode == RunDirMode::fresh)
+    HYLO_FAIL("{} already holds a different config (use --resume auto or --overwrite)", dir);
+  if (mode == RunDirMode::overwrite) {
+    for (const char* name : {"checkpoints", "metrics.jsonl", "log.txt"}) {
+      fs::remove_all(root / name, ec);
+      HYLO_CHECK(!ec, "{}: cannot remove: {}", (root / name).string(), ec.message());
+    }
+  } else if (old && *old != resolved_config_yaml) {
+    // Resuming with a changed config (e.g. more steps): keep the old one so nothing is lost.
+    fs::path kept;
+    for (int n = 1; fs::exists(kept = root / fmt::format("config.{}.yaml", n), ec); ++n) {
+    }
+    write_file_atomic(kept.string(), *old);
+  }
+  fs::create_directories(root / "checkpoints", ec);
+  HYLO_CHECK(!ec, "{}: cannot create directory: {}", (root / "checkpoints").string(), ec.message());
+  if (!old || *old != resolved_config_yaml) write_file_atomic(config.string(), resolved_config_yaml);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+MetricsRow& MetricsRow::add_raw(std::string_view key, const std::string& json_value) {
+  if (!body_.empty()) body_ += ',';
+  body_ += json_string(key);
+  body_ += ':';
+  body_ += json_value;
+  return *this;
+}
+
+MetricsRow& MetricsRow::add(std::string_view key, double value) { return add_raw(key, json_number(value)); }
+
+MetricsRow& MetricsRow::add(std::string_view key, bool value) { return add_raw(key, value ? "true" : "false"); }
+
+MetricsRow& MetricsRow::add(std::string_view key, std::string_view value) { return add_raw(key, json_string(value)); }
+
+MetricsLog::MetricsLog(const std::string& dir) : dir_(dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  HYLO_CHECK(!ec, "{}: cannot create directory: {}", dir, ec.message());
+  metrics_ = open_append(fs::path(dir) / "metrics.jsonl");
+  log_ = open_append(fs::path(dir) / "log.txt");
+}
+
+MetricsLog::~MetricsLog() {
+  if (metrics_) std::fclose(metrics_);
+  if (log_) std::fclose(log_);
+}
+
+void MetricsLog::write(const MetricsRow& row) { write_line(metrics_, row.json(), dir_ + "/metrics.jsonl"); }
+
+void MetricsLog::print(std::string_view line) {
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  write_line(log_, line, dir_ + "/log.txt");
+}
+
+void MetricsLog::truncate_after(const std::string& dir, int64_t step) {
+  const fs::path path = fs::path(dir) / "metrics.jsonl";
+  std::optional<std::string> text = read_file(path);
+  if (!text) return;
+  std::string kept;
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);) {
+    auto s = row_step(line);
+    if (!s || *s <= step) kept += line + '\n';
+  }
+  if (kept != *text) write_file_atomic(path.string(), kept);
+}
+
+}  // namespace hylo

@@ -1,0 +1,242 @@
+// Sweep file format (YAML):
+//
+//   name: pbb-vs-swa-tiny          # optional; default the file's stem. Names OUT/<name>/
+//   base: configs/tiny.yaml        # the config every point starts from (relative to the cwd,
+//                                  # like `hylo train CONFIG`)
+//   set:                           # optional: overrides applied to every point
+//     train.steps: 200
+//   points:                        # optional: a list of maps of overrides, one map per point
+//     - {model.local.kind: pbb, model.local.block: 64}
+//     - {model.local.kind: swa, model.local.window: 64}
+//   grid:                          # optional: key -> list of values; the cartesian product
+//     train.lr: [1.0e-3, 3.0e-3]
+//   metrics: [loss, val_loss, val_ppl, tokens_per_s]   # optional; these three by default
+//   ranks: 8                       # optional, default 1: processes (GPUs) per point, data or
+//                                  # expert parallel: --slurm asks each array task for that many
+//                                  # tasks and GPUs, --local starts each point under mpirun -np
+//
+// At least one of `points` / `grid` is required. With both, every point is crossed with every
+// grid combination (points vary slowest); with several grid keys the last one varies fastest, as
+// nested loops written in file order would. A point's overrides are `set` then its own, so a
+// point may replace a `set` value; a key in both a point and the grid is an error (which would
+// win is not obvious). A value may be a mapping (`model.local: {kind: swa, window: 64}`), which
+// sets a whole section as `--set` does.
+#include "sweep/sweep.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+#include "core/suggest.h"
+#include "config/config.h"
+#include "checkpoint/run_dir.h"
+
+namespace hylo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics", "ranks"};
+
+std::string suggestion(const std::string& key) {
+  const std::string near = nearest_choice(key, kTopLevelKeys, 2);  // further is a guess, not a typo
+  return near.empty() ? fmt::format(" (known: {})", fmt::join(kTopLevelKeys, ", "))
+                      : fmt::format(" (did you mean '{}'?)", near);
+}
+
+// The override value as `--set` text: scalars verbatim (so "1.0e-3" stays as written), mappings
+// and lists as one-line flow YAML.
+std::string value_text(const YAML::Node& value, const std::string& where) {
+  HYLO_CHECK(value.IsDefined() && !value.IsNull(), "{}: no value", where);
+  if (value.IsScalar()) return value.Scalar();
+  YAML::Emitter out;
+  out << YAML::Flow << value;
+  return out.c_str();
+}
+
+std::vector<Override> override_map(const YAML::Node& node, const std::string& where) {
+  HYLO_CHECK(node.IsMap(), "{}: expected a map of key: value overrides", where);
+  std::vector<Override> result;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    HYLO_CHECK(!key.empty(), "{}: empty key", where);
+    result.emplace_back(key, value_text(kv.second, where + "." + key));
+  }
+  return result;
+}
+
+bool is_safe_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'; });
+}
+
+}  // namespace
+
+std::string point_slug(const std::vector<Override>& varied) {
+  std::string slug;
+  for (const auto& [key, value] : varied) {
+    const std::string leaf = key.substr(key.rfind('.') == std::string::npos ? 0 : key.rfind('.') + 1);
+    if (!slug.empty()) slug += '_';
+    std::string part = leaf + "-" + value;
+    // Anything outside the safe set (spaces, braces, '/', ':' of mapping values) becomes '-', and
+    // runs of '-' collapse, so "{kind: swa, window: 8}" reads "kind-swa-window-8".
+    for (char c : part) {
+      const bool safe = std::isalnum((unsigned char)c) || c == '.' || c == '_';
+      if (safe) slug += c;
+      else if (!slug.empty() && slug.back() != '-' && slug.back() != '_') slug += '-';
+    }
+    while (!slug.empty() && slug.back() == '-') slug.pop_back();
+  }
+  if (slug.size() > 48) slug.resize(48);
+  return slug.empty() ? "base" : slug;
+}
+
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += "'\\''";  // close the quote, an escaped quote, reopen
+    else out += c;
+  }
+  return out + "'";
+}
+
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set) {
+  SweepSpec spec;
+  spec.path = path;
+  HYLO_CHECK(fs::is_regular_file(path), "{}: no such sweep file", path);
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    HYLO_FAIL("{}: invalid YAML at line {}: {}", path, e.mark.line + 1, e.msg);
+  }
+  HYLO_CHECK(root.IsMap(), "{}: expected a map with keys base, grid and/or points, set, metrics", path);
+  for (const auto& kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    const bool known = std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), key) != kTopLevelKeys.end();
+    HYLO_CHECK(known, "{}: unknown key '{}'{}", path, key, suggestion(key));
+  }
+
+  try {
+    spec.name = root["name"] ? root["name"].as<std::string>() : fs::path(path).stem().string();
+    HYLO_CHECK(is_safe_name(spec.name), "{}: name '{}' must be a directory name of [A-Za-z0-9._-]", path, spec.name);
+    HYLO_CHECK(root["base"] && root["base"].IsScalar(), "{}: missing key 'base' (the config every point starts from)", path);
+    spec.base = root["base"].as<std::string>();
+    if (root["set"]) spec.set = override_map(root["set"], path + ": set");
+    if (const YAML::Node r = root["ranks"]) {
+      HYLO_CHECK(r.IsScalar(), "{}: ranks: expected a number of processes per point", path);
+      int ranks = 0;
+      try {
+        ranks = r.as<int>();
+      } catch (const YAML::Exception&) {
+        HYLO_FAIL("{}: ranks: '{}' is not a whole number", path, r.Scalar());
+      }
+      HYLO_CHECK(ranks >= 1, "{}: ranks={} must be >= 1", path, ranks);
+      spec.ranks = ranks;
+    }
+
+    spec.metrics = {"loss", "val_loss", "val_ppl"};
+    if (const YAML::Node m = root["metrics"]) {
+      HYLO_CHECK(m.IsSequence() && m.size() > 0, "{}: metrics: expected a list of metric names, e.g. [loss, val_loss]", path);
+      spec.metrics.clear();
+      for (const auto& x : m) {
+        HYLO_CHECK(x.IsScalar(), "{}: metrics: expected names, got a {}", path, x.IsMap() ? "map" : "list");
+        const std::string& name = x.Scalar();
+        if (!is_metrics_key(name)) {
+          const std::string near = nearest_choice(name, kMetricsKeys, 3);
+          HYLO_FAIL("{}: metrics: unknown metric '{}' ({}the trainer writes {}, and moe.<layer>.{{{}}})", path, name,
+                    near.empty() ? "" : "did you mean '" + near + "'? ", fmt::join(kMetricsKeys, ", "),
+                    fmt::join(kMoeMetricsSuffixes, ","));
+        }
+        spec.metrics.push_back(name);
+      }
+    }
+
+    // Points first (varying slowest), then the grid's product in file order, last key fastest.
+    std::vector<std::vector<Override>> listed;
+    if (const YAML::Node p = root["points"]) {
+      HYLO_CHECK(p.IsSequence() && p.size() > 0, "{}: points: expected a non-empty list of maps of overrides", path);
+      for (size_t i = 0; i < p.size(); ++i) listed.push_back(override_map(p[i], fmt::format("{}: points[{}]", path, i)));
+    }
+    std::vector<std::pair<std::string, std::vector<std::string>>> axes;
+    if (const YAML::Node g = root["grid"]) {
+      HYLO_CHECK(g.IsMap() && g.size() > 0, "{}: grid: expected a map of key: [values]", path);
+      for (const auto& kv : g) {
+        const std::string key = kv.first.as<std::string>();
+        const std::string where = fmt::format("{}: grid.{}", path, key);
+        HYLO_CHECK(kv.second.IsSequence() && kv.second.size() > 0, "{}: expected a non-empty list of values", where);
+        std::vector<std::string> values;
+        for (const auto& v : kv.second) values.push_back(value_text(v, where));
+        axes.emplace_back(key, std::move(values));
+      }
+    }
+    HYLO_CHECK(!listed.empty() || !axes.empty(), "{}: nothing to sweep: add 'grid' and/or 'points'", path);
+    // --set: after the file's set; never a key the points or the grid vary (nor a section of one).
+    const auto overlaps = [](const std::string& a, const std::string& b) {
+      return a == b || b.starts_with(a + ".") || a.starts_with(b + ".");
+    };
+    for (const std::string& text : cli_set) {
+      const auto [key, value] = split_override(text);
+      for (const auto& [axis, values] : axes)
+        HYLO_CHECK(!overlaps(key, axis), "sweep: --set {}: {} varies {} in its grid", key, path, axis);
+      for (const auto& point : listed)
+        for (const auto& [k, v] : point)
+          HYLO_CHECK(!overlaps(key, k), "sweep: --set {}: {} varies {} in its points", key, path, k);
+      spec.set.emplace_back(key, value);
+    }
+    if (listed.empty()) listed.emplace_back();
+    for (size_t i = 0; i < listed.size(); ++i)
+      for (const auto& [key, values] : axes)
+        for (const auto& [k, v] : listed[i])
+          HYLO_CHECK(k != key, "{}: key '{}' is in both points[{}] and grid", path, key, i);
+
+    size_t combos = 1;
+    for (const auto& axis : axes) combos *= axis.second.size();
+    const size_t total = listed.size() * combos;
+    HYLO_CHECK(total <= 10000, "{}: {} points; more than 10000 is probably a mistake", path, total);
+    const int width = std::max<int>(2, int(std::to_string(total - 1).size()));
+    for (const auto& base_point : listed) {
+      for (size_t c = 0; c < combos; ++c) {
+        SweepPoint point;
+        point.varied = base_point;
+        size_t rest = c;  // mixed-radix digits of c, last axis least significant
+        std::vector<size_t> digit(axes.size());
+        for (size_t a = axes.size(); a-- > 0;) digit[a] = rest % axes[a].second.size(), rest /= axes[a].second.size();
+        for (size_t a = 0; a < axes.size(); ++a) point.varied.emplace_back(axes[a].first, axes[a].second[digit[a]]);
+        point.name = fmt::format("{:0{}}_{}", spec.points.size(), width, point_slug(point.varied));
+        for (const auto& [k, v] : spec.set) point.overrides.push_back(k + "=" + v);
+        for (const auto& [k, v] : point.varied) point.overrides.push_back(k + "=" + v);
+        spec.points.push_back(std::move(point));
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    HYLO_FAIL("{}: line {}: {}", path, e.mark.line + 1, e.msg);
+  }
+  return spec;
+}
+
+std::vector<Config> check_sweep_configs(const SweepSpec& spec) {
+  HYLO_CHECK(fs::is_regular_file(spec.base), "{}: base: no such config file '{}'", spec.path, spec.base);
+  std::vector<Config> configs;
+  for (const SweepPoint& point : spec.points) {
+    try {
+      configs.push_back(load_config(spec.base, point.overrides));
+    } catch (const Error& e) {
+      HYLO_FAIL("{}: point {}: {}", spec.path, point.name, e.what());
+    }
+    // What the trainer would refuse at each point's launch, refused before the first one runs.
+    const TrainConfig& t = configs.back().train;
+    HYLO_CHECK(t.batch_size % spec.ranks == 0, "{}: point {}: train.batch_size={} is not divisible by ranks={}",
+               spec.path, point.name, t.batch_size, spec.ranks);
+    HYLO_CHECK(spec.ranks % t.expert_parallel == 0, "{}: point {}: train.expert_parallel={} does not divide ranks={}",
+               spec.path, point.name, t.expert_parallel, spec.ranks);
+  }
+  return configs;
+}
+
+}  // namespace hylo

@@ -1,0 +1,49 @@
+// Sweeps (SPEC §7): experiments/<name>.yaml = a base config + overrides per point + metrics to
+// collect. This file turns a sweep file into a list of points; cli/sweep_commands.cpp runs them
+// (in-process or as a Slurm array job) and reports on them. The file format is documented at the
+// top of sweep.cpp and shown in experiments/pbb-vs-swa-tiny.yaml.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+
+namespace hylo {
+
+using Override = std::pair<std::string, std::string>;  // {"train.lr", "0.001"}
+
+struct SweepPoint {
+  std::string name;                // "00_kind-pbb_lr-0.001": index + slug of `varied`, a safe dir name
+  std::vector<Override> varied;    // what distinguishes this point (grid / points entries), file order
+  std::vector<std::string> overrides;  // "key=value" for load_config: `set` first, then `varied`
+};
+
+struct SweepSpec {
+  std::string path;  // the sweep file, for error messages
+  std::string name, base;
+  std::vector<Override> set;
+  std::vector<std::string> metrics;
+  std::vector<SweepPoint> points;
+  int ranks = 1;  // processes (GPUs) per point
+};
+
+// Parses and expands a sweep file. Errors are one line naming the file and the key. Does not
+// load the base config: call check_sweep_configs for that. `cli_set`: "key=value" overrides from
+// the command line (`hylo sweep FILE --set k=v`), applied to every point after the file's `set`;
+// a key the sweep varies is refused (it would collapse the points into one).
+SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set = {});
+
+// Loads the base config with each point's overrides, so that a bad key or value in any point
+// fails before the first run starts. The error names the sweep file and the point. Returns the
+// configs, one per point in spec.points order.
+std::vector<Config> check_sweep_configs(const SweepSpec& spec);
+
+// "model.local.kind=pbb,train.lr=0.001" -> "kind-pbb_lr-0.001": last key segment + value, only
+// [A-Za-z0-9._-], at most ~48 characters (the index prefix keeps truncated names unique).
+std::string point_slug(const std::vector<Override>& varied);
+
+// Single-quotes `text` for a POSIX shell (the Slurm script evals points.txt lines).
+std::string shell_quote(const std::string& text);
+
+}  // namespace hylo
