@@ -3,7 +3,7 @@
 # tests curve bench), each writing JSON/logs under $OUT; a short summary table is printed last.
 #   tests   the CUDA op table (ctest label gpu, via the test binary)
 #   curve   50 steps of the tiny hybrid (hd 64) on the real corpus on cuda, for comparison with
-#           the CPU curve recorded under experiments/results/
+#           the CPU curve recorded under experiments/results/correctness/
 #   dp      the curve's run under `mpirun -np 1`, without and with ZeRO-1: the data-parallel path
 #           (MPI, NCCL, gradient buckets: all-reduces, or under ZeRO-1 reduce-scatters and all-gathers;
 #           replica hash, rank 0's checkpoint)
@@ -36,6 +36,8 @@
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
+#   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
+#           peer at the same width (d 2560, 24 layers, 20 heads, SwiGLU 6912) in the same call
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
 #           each expert-GEMM path of $MOE_PATHS (default: grouped loop)
@@ -261,6 +263,18 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       for cfg in ${PROFILE_CONFIGS:-205m-pbb 205m-full}; do
         HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_$cfg.log"
       done ;;
+    dense2b)
+      # issue 37 goal 4: the dense 2B hybrids (configs/2b-*.yaml), 16 x 2048, without and with
+      # activation recompute (its cost), then the PyTorch peer at the same width in the same call.
+      for cfg in 2b-pbb 2b-full; do
+        for rc in false true; do
+          $hylo bench train configs/$cfg.yaml --steps 8 --warmup 3 --set train.recompute=$rc \
+            --json "$OUT/bench_train_${cfg}_recompute_$rc.json" 2>&1 |
+            tee "$OUT/bench_train_${cfg}_recompute_$rc.log" | tail -1 | sed "s/^/$cfg recompute $rc: /" | tee -a "$summary"
+        done
+      done
+      OUT="$OUT/torch_2b" python3 .peers/torch_ref.py train --layers 24 --d-model 2560 --heads 20 --ffn 6912 \
+        --variants pbb,full --tag 2b --deadline $(($(date +%s) + 300)) 2>&1 | tail -6 | tee -a "$summary" ;;
     torch)
       python3 .peers/torch_ref.py train --layers 12 --variants pbb,swa,full \
         --deadline $(($(date +%s) + 420)) 2>&1 | tail -12 | tee -a "$summary" ;;
