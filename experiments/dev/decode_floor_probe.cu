@@ -1,10 +1,11 @@
-// What a one-key decode step's ~6 µs is made of (experiments/results/decode.md, "the per-step
+// What a one-key decode step's ~6 µs is made of (experiments/results/decode/LOG.md, "the per-step
 // floor"): kernels that do a part of what decode_kernel does at the batch-64 shape (1024 blocks of
 // 128 threads), timed as `hylo bench decode` times a step (an event pair around each launch, all
 // launches queued behind a GPU-side delay, median) and as a run (512 launches under one event
 // pair, per launch; plain and as programmatic dependent launches).
-// A one-off probe kept with its results (decode_floor_h200.json), not part of the build:
-//   nvcc -O3 -std=c++20 -arch=sm_90 -o decode_floor experiments/results/decode_floor_probe.cu
+// A one-off probe, not part of the build (experiments/dev/README.md); its results:
+// experiments/results/decode/decode_floor_h200.json. Build (the binary takes no arguments):
+//   nvcc -O3 -std=c++20 -arch=sm_90 -o decode_floor experiments/dev/decode_floor_probe.cu
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-// What the bytes of a decode step cost by themselves (experiments/results/decode.md, "What the
+// What the bytes of a decode step cost by themselves (experiments/results/decode/LOG.md, "What the
 // bytes alone cost"). Kernels that only read what a batch-64 hd128 H16 step reads:
 // - per_head: decode's grid (1024 blocks of 128 threads, one (sequence, head) each). A block reads
 //   the k and v rows of `keys` consecutive slots of its 512-slot cache with 8 or 16 loads of 16
@@ -11,8 +11,9 @@
 // A fit T = F + k * keys through keys 128..512 gives the fixed part F and the rate k of a step that
 // only moves its bytes. From them follows the PBB/SWA ratio such a step would have (272.375 mean
 // live keys at b = 512, w = 128, against 512).
-// A one-off probe kept with its results (decode_stream_h200.json), not part of the build:
-//   nvcc -O3 -std=c++20 -arch=sm_90 -o decode_stream experiments/results/decode_stream_probe.cu
+// A one-off probe, not part of the build (experiments/dev/README.md); its results:
+// experiments/results/decode/decode_stream_h200.json. Build (the binary takes no arguments):
+//   nvcc -O3 -std=c++20 -arch=sm_90 -o decode_stream experiments/dev/decode_stream_probe.cu
 #include <cuda_runtime.h>
 
 #include <algorithm>
