@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Prints pbb's f+b TF/s per visited pair against swa's, per head dim and T, for each
 `hylo bench attention --kind pbb,swa --json` file given (device_check.sh attn_span runs pbb(b, 128)
-against swa(b / 2), which visit about as many key tiles per query tile; attention.md).
+against swa(b / 2), which visit about as many key tiles per query tile;
+experiments/results/attention/LOG.md).
 Usage: attention_pair_ratio.py BENCH.json...
 """
 import argparse

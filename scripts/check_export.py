@@ -122,8 +122,8 @@ def main():
     nll_diff = (nll - torch.tensor(probe["next_token_nll"], dtype=torch.float64)).abs().max().item()
     argmax_same = (logits[:-1].argmax(-1) == torch.tensor(probe["argmax"])).double().mean().item()
     # hylo's probe is its fp32 CPU forward: agreement to fp32 rounding. Measured on three models
-    # trained 40-50 steps (experiments/results/export_check_h200.json): 1.7e-7 to 2.5e-7 relative
-    # logit error, against 4e-4 to 1.6e-2 with a convention broken by --mutate.
+    # trained 40-50 steps (experiments/results/correctness/export_check_h200.json): 1.7e-7 to
+    # 2.5e-7 relative logit error, against 4e-4 to 1.6e-2 with a convention broken by --mutate.
     ok = logits_rel < 1e-4 and nll_diff < 1e-3 and argmax_same > 0.99
     result = {
         "export": args.export_dir, "mutate": args.mutate, "positions": len(probe["ids"]),

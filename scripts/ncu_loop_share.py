@@ -4,8 +4,8 @@
 Reads the CSV of `ncu --section WarpStateStats --section SourceCounters --page source
 --print-source sass --csv` and prints, per profiled kernel, the share of warp-stall samples on
 instructions that each warp executes more than once (the tile loop) and the most-stalled
-instructions. A low loop share means per-block fixed latency dominates (attention.md, v16: pbb's
-blocks). Usage: ncu_loop_share.py FILE.csv [--top N]
+instructions. A low loop share means per-block fixed latency dominates
+(experiments/results/attention/LOG.md, v16: pbb's blocks). Usage: ncu_loop_share.py FILE.csv [--top N]
 """
 import argparse
 import csv

@@ -3,8 +3,8 @@
 
 Reads the CSVs that `device_check.sh ncu_mem` writes (one per mask, head dim and T: `ncu --csv
 --metrics ...` of one forward and one backward's dQ and dK/dV kernels, caches flushed by ncu),
-prints a table and writes it as JSON (attention.md: pbb and swa move the same DRAM bytes; pbb's
-kernels run closer to the DRAM and L2 limits). Usage: ncu_mem_table.py CSV... --json OUT
+prints a table and writes it as JSON (experiments/results/attention/LOG.md: pbb and swa move the
+same DRAM bytes; pbb's kernels run closer to the DRAM and L2 limits). Usage: ncu_mem_table.py CSV... --json OUT
 """
 import argparse
 import csv

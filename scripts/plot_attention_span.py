@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Plots attention f+b TF/s (counting visited pairs) against key tiles visited per query tile, for
 pbb(b, w) and swa(W) at several spans, from `hylo bench attention --json` files (device_check.sh
-attn_span writes one per b) or the recorded sweep (experiments/results/attention_span_sweep_h200.json).
+attn_span writes one per b) or the recorded sweep
+(experiments/results/attention/attention_span_sweep_h200.json).
 
 What it shows: per visited pair, both masks run at the speed their work per query tile allows.
 pbb(b) visits about as many key tiles per query tile as swa(b / 2), so at b = W it is compared
-with a kernel whose blocks are twice as long (attention.md, "span sweep").
+with a kernel whose blocks are twice as long (experiments/results/attention/LOG.md, "span sweep").
 Usage: plot_attention_span.py BENCH.json... --out OUT.png [--T 16384]
 """
 import argparse

@@ -4,7 +4,7 @@ SWA ring's, with the copy-rate floor (live k/v bytes / the copy rate measured in
 a straight-line fit of PBB's later offsets. The fit's intercept is the per-step cost that does not
 scale with keys; it is what holds PBB/SWA below the ratio of the key counts.
 
-    scripts/plot_decode.py experiments/results/decode_h200_v10.json --out decode.png [--batch 64 --hd 128]
+    scripts/plot_decode.py experiments/results/decode/decode_v10_h200.json --out decode.png [--batch 64 --hd 128]
 """
 import argparse
 import json

@@ -6,8 +6,8 @@ of the live key counts (the bound when a step costs only its bytes) and the issu
 Results that carry the launch floor also get its bounds: the ratio if a step cost only an empty
 kernel on its grid plus its keys.
 
-    scripts/plot_decode_batch.py experiments/results/decode_h200_v16.json \
-        experiments/results/decode_h200_v16_b128.json --out decode_batch.png
+    scripts/plot_decode_batch.py experiments/results/decode/decode_v16_h200.json \
+        experiments/results/decode/decode_v16_b128_h200.json --out decode_batch.png
 """
 import argparse
 import json

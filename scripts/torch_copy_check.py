@@ -3,8 +3,8 @@
 embeddings, GPT-2 init with depth-scaled output projections, AdamW without decay on embeddings
 and norms, warmup + cosine to min_lr_ratio, clip 1) in PyTorch on a hylo token shard, so that how
 fast a small model learns to copy can be compared with `hylo train` on the same data and settings
-(experiments/results/retrieval_mix.md). Rows are random windows of seq_len + 1 tokens; with
---mix, source spans K V (4 + 4 ids of the shard's common-token pool) and their repeats are written
+(experiments/results/hybrids/LOG_retrieval_mix.md). Rows are random windows of seq_len + 1
+tokens; with --mix, source spans K V (4 + 4 ids of the shard's common-token pool) and their repeats are written
 over that share of the tokens, as data.retrieval_mix does. Prints the training loss, and the loss
 on the copyable targets (K[1:] V of each repeat), every --log-every steps; --json writes them.
 
