@@ -1,19 +1,26 @@
-// Subcommands of the `hylo` executable; each takes the arguments after its name and returns the
-// process exit code. Errors are thrown as hylo::Error and printed by main as one line.
+// The `hylo` commands. Each add_<name>_command adds its subcommand to the root app with its flags
+// (defaults shown in --help) and what it runs (cli/options.h has the conventions); its options
+// live in a shared_ptr that the command's callback holds, so they outlive the function. Errors are
+// thrown as hylo::Error and printed by main as one line.
 #pragma once
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+}
+
 namespace hylo {
 
-using Args = std::vector<std::string>;
+void add_train_command(CLI::App& app);     // cli/model_commands.cpp
+void add_eval_command(CLI::App& app);      // cli/model_commands.cpp
+void add_params_command(CLI::App& app);    // cli/model_commands.cpp
+void add_export_command(CLI::App& app);    // cli/model_commands.cpp
+void add_generate_command(CLI::App& app);  // cli/generate_command.cpp
+void add_data_command(CLI::App& app);      // cli/data_commands.cpp: prepare, encode, decode, inspect, bench
 
-int run_train_command(const Args& args);
-int run_eval_command(const Args& args);
-int run_params_command(const Args& args);
-int run_export_command(const Args& args);
-int run_generate_command(const Args& args);    // cli/generate_command.cpp
-int run_data_command(const Args& args);        // cli/data_commands.cpp
+// Not yet on CLI11: each takes the arguments after its name and returns the exit code.
+using Args = std::vector<std::string>;
 int run_sweep_command(const Args& args);       // cli/sweep_commands.cpp
 int run_report_command(const Args& args);      // cli/sweep_commands.cpp
 int run_bench_attention(const Args& args);     // cli/bench_attention.cpp

@@ -9,7 +9,7 @@
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
+#include "cli/options.h"
 #include "data/tokenizer.h"
 #include "nn/generate.h"
 #include "config/config.h"
@@ -29,37 +29,9 @@ struct GenerateOptions {
   std::vector<std::string> overrides;
 };
 
-GenerateOptions parse_args(const Args& args) {
-  GenerateOptions o;
-  bool have_prompt = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--prompt") o.prompt = flag_value(args, i), have_prompt = true;
-    else if (a == "--max-new-tokens") o.max_new_tokens = parse_number<int>("generate", a, flag_value(args, i));
-    else if (a == "--temperature") o.sampling.temperature = parse_number<double>("generate", a, flag_value(args, i));
-    else if (a == "--top-k") o.sampling.top_k = parse_number<int>("generate", a, flag_value(args, i));
-    else if (a == "--top-p") o.sampling.top_p = parse_number<double>("generate", a, flag_value(args, i));
-    else if (a == "--seed") o.seed = parse_number<uint64_t>("generate", a, flag_value(args, i));
-    else if (a == "--tokenizer") o.tokenizer = flag_value(args, i);
-    else if (a == "--print-ids") o.print_ids = true;
-    else if (a == "--device") o.device = flag_value(args, i);
-    else if (a == "--set") o.overrides.push_back(flag_value(args, i));
-    else if (o.path.empty() && !a.starts_with("--")) o.path = a;
-    else HYLO_FAIL("generate: unexpected argument '{}'", a);
-  }
-  HYLO_CHECK(!o.path.empty(), "generate: expected a run directory or checkpoint file");
-  HYLO_CHECK(have_prompt, "generate: --prompt TEXT is required");
-  HYLO_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "--device: expected cpu or cuda, got '{}'",
-             o.device);
+int run_generate(GenerateOptions o) {
   HYLO_CHECK(o.max_new_tokens >= 0, "--max-new-tokens must be >= 0, got {}", o.max_new_tokens);
   check_sampling_options(o.sampling);
-  return o;
-}
-
-}  // namespace
-
-int run_generate_command(const Args& args) {
-  GenerateOptions o = parse_args(args);
   if (!o.device.empty()) o.overrides.push_back("device=" + o.device);
   std::optional<Device> device;  // unset: the config's own device, checked against this build
 #if !HYLO_WITH_CUDA
@@ -116,6 +88,25 @@ int run_generate_command(const Args& args) {
                                          : fmt::format("T={} top_k={} top_p={} seed={}", o.sampling.temperature,
                                                        o.sampling.top_k, o.sampling.top_p, o.seed));
   return 0;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto o = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = cli::add_command(app, "generate", "continue a prompt from a checkpoint, with KV caches");
+  cmd->add_option("RUN_DIR_OR_CHECKPOINT", o->path, "a run directory or a checkpoint .h5")->required();
+  cmd->add_option("--prompt", o->prompt, "the text to continue (empty: from the document boundary)")->required();
+  cli::add_number(cmd, "--max-new-tokens", o->max_new_tokens, "tokens to generate");
+  cli::add_number(cmd, "--temperature", o->sampling.temperature, "0: greedy");
+  cli::add_number(cmd, "--top-k", o->sampling.top_k, "keep the k most likely tokens; 0: all");
+  cli::add_number(cmd, "--top-p", o->sampling.top_p, "then the smallest most-likely set of this probability; 1: all");
+  cli::add_number(cmd, "--seed", o->seed, "of the sampling");
+  cmd->add_option("--tokenizer", o->tokenizer, "a .tiktoken file");
+  cmd->add_flag("--print-ids", o->print_ids, "also print the new token ids");
+  cli::add_choice(cmd, "--device", o->device, {"cpu", "cuda"}, "where to decode (default: the config's)");
+  cli::add_overrides(cmd, o->overrides);
+  cli::run_with(cmd, [o] { return run_generate(*o); });
 }
 
 }  // namespace hylo

@@ -1,37 +1,26 @@
-// hylo: pretraining hybrid local/global attention language models.
+// hylo: pretraining hybrid local/global attention language models. One CLI::App whose subcommands
+// are the commands (cli/commands.h). Exit codes: 0 done (and --help, --version); 1 a runtime error
+// (a bad config, a missing file, a failed run), printed as one line "hylo: error: ..."; 2 a usage
+// error (an unknown command or flag, a bad flag value, no command at all).
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-#include <map>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
 
 namespace {
 
-constexpr const char* kUsage = R"(usage: hylo COMMAND [ARGS]
-  train CONFIG [--set key=value]... [--run-dir DIR] [--resume auto|PATH] [--overwrite]
-        [--device cpu|cuda] [--stop-at STEP]
-  eval RUN_DIR_OR_CHECKPOINT [--tasks val,retrieval,lastword (default val)] [--json PATH]
-        [--n 64 (retrieval sequences per distance; last-word passages)]
-        [--tokenizer data/tokenizer/r50k_base.tiktoken] [--set key=value]...
-  params CONFIG [--ranks N (default: what the expert parallelism needs)] [--set key=value]...
-  generate RUN_DIR_OR_CHECKPOINT --prompt TEXT [--max-new-tokens 64] [--temperature 0 (greedy)]
-        [--top-k K] [--top-p P] [--seed S] [--tokenizer data/tokenizer/r50k_base.tiktoken] [--print-ids]
-        [--device cpu|cuda (default: the config's)] [--set key=value]...
-  export RUN_DIR_OR_CHECKPOINT --out DIR [--dtype f32|bf16] [--overwrite] [--set key=value]...
-        (model.safetensors + config.json with a probe for checking a reimplementation)
-  data prepare|encode|decode|inspect|bench ...
-  sweep FILE [--local (the default: run here) | --slurm] [--out runs/sweeps] [--dry-run] [--set key=value]...
-  report SWEEP_DIR [SWEEP_DIR... --out DIR] [--baseline TEXT]   (markdown table of final metrics -> SWEEP_DIR/report.md,
-        loss.png; several directories, e.g. one per seed: one table, seeds paired, into DIR; paired against the
-        first point, or the one whose values contain TEXT)
-  bench attention [--kind pbb|swa|full ...]
-  bench decode [--batch 16,64 --hd 64,128 --block 512 --bridge 128 --window 512 ...]
-  bench train CONFIG [--steps N] [--warmup N] [--set key=value]... [--json PATH]
-        [--expert-gemm grouped|loop (CUDA MoE: the expert GEMMs' path)]
-  bench moe [--shapes 8e,64e,2b] [--paths grouped,loop] [--tokens 32768] [--iters N] [--warmup N]
-        [--json PATH]
-)";
+// A command not yet declared with CLI11: its arguments, --help included, go to it as they are.
+void add_passthrough(CLI::App& app, const std::string& name, const std::string& description,
+                     int (*run)(const hylo::Args&)) {
+  CLI::App* command = app.add_subcommand(name, description);
+  command->set_help_flag();
+  command->prefix_command();
+  hylo::cli::run_with(command, [command, run] { return run(command->remaining()); });
+}
 
 int run_bench(const hylo::Args& args) {
   HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention, train, decode or moe)");
@@ -46,21 +35,34 @@ int run_bench(const hylo::Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fputs(kUsage, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  const std::map<std::string, int (*)(const hylo::Args&)> commands{
-      {"train", hylo::run_train_command}, {"eval", hylo::run_eval_command},         {"params", hylo::run_params_command},
-      {"data", hylo::run_data_command},   {"generate", hylo::run_generate_command}, {"bench", run_bench},
-      {"sweep", hylo::run_sweep_command}, {"report", hylo::run_report_command}, {"export", hylo::run_export_command},
-  };
-  const std::string name = argv[1];
-  const hylo::Args args(argv + 2, argv + argc);
+  CLI::App app{"hylo: pretraining hybrid local/global attention language models", "hylo"};
+  app.set_version_flag("--version", "hylo " + hylo::cli::version_text());
+  app.require_subcommand(0, 1);
+  hylo::add_train_command(app);
+  hylo::add_eval_command(app);
+  hylo::add_params_command(app);
+  hylo::add_generate_command(app);
+  hylo::add_export_command(app);
+  hylo::add_data_command(app);
+  add_passthrough(app, "sweep", "run a sweep file's points", hylo::run_sweep_command);
+  add_passthrough(app, "report", "tabulate a sweep's final metrics", hylo::run_report_command);
+  add_passthrough(app, "bench", "benchmarks", run_bench);
   try {
-    auto it = commands.find(name);
-    HYLO_CHECK(it != commands.end(), "unknown command '{}' (run hylo --help)", name);
-    return it->second(args);
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) {  // no command: what there is to run
+      std::fputs(app.help().c_str(), stderr);
+      return 2;
+    }
+    return 0;
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {  // a command's own exit code, already explained
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "hylo: error: %s\n", hylo::cli::describe_parse_error(app, e).c_str());
+    std::fflush(stderr);
+    hylo::dist::abort_job(2);
+    return 2;
   } catch (const std::exception& e) {  // hylo::Error and the rest
     std::fprintf(stderr, "hylo: error: %s\n", e.what());
     std::fflush(stderr);

@@ -1,17 +1,17 @@
 // `hylo train`, `hylo eval`, `hylo params`, `hylo export`.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <optional>
 
 #include "cli/commands.h"
-#include "cli/flags.h"
+#include "cli/options.h"
 #include "core/file.h"
 #include "data/tokenizer.h"
 #include "eval/evaluate.h"
 #include "checkpoint/export.h"
 #include "nn/flops.h"
-#include "core/json_text.h"
 #include "eval/last_word.h"
 #include "checkpoint/model_checkpoint.h"
 #include "eval/retrieval.h"
@@ -19,84 +19,78 @@
 
 namespace hylo {
 
-int run_train_command(const Args& args) {
-  TrainOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--set") o.overrides.push_back(flag_value(args, i));
-    else if (a == "--run-dir") o.run_dir = flag_value(args, i);
-    else if (a == "--resume") o.resume = flag_value(args, i);
-    else if (a == "--overwrite") o.overwrite = true;
-    else if (a == "--stop-at") o.stop_at = parse_positive_int("train", a, flag_value(args, i));
-    else if (a == "--device") o.overrides.push_back("device=" + flag_value(args, i));
-    else if (o.config_path.empty() && !a.starts_with("--")) o.config_path = a;
-    else HYLO_FAIL("train: unexpected argument '{}'", a);
-  }
-  HYLO_CHECK(!o.config_path.empty(), "train: expected a config file (e.g. configs/tiny.yaml)");
-  return run_train(o);
+void add_train_command(CLI::App& app) {
+  auto o = std::make_shared<TrainOptions>();
+  auto device = std::make_shared<std::string>();
+  CLI::App* cmd = cli::add_command(app, "train", "train a model from a config (under mpirun: data parallel, one process per device)");
+  cmd->add_option("CONFIG", o->config_path, "the config file (e.g. configs/tiny.yaml)")->required();
+  cli::add_overrides(cmd, o->overrides);
+  cmd->add_option("--run-dir", o->run_dir, "the run directory (default runs/<config file stem>)");
+  cmd->add_option("--resume", o->resume, "auto (the newest valid checkpoint, if any) or a checkpoint path");
+  cmd->add_flag("--overwrite", o->overwrite, "replace a run directory that holds another config");
+  cli::add_choice(cmd, "--device", *device, {"cpu", "cuda"}, "as --set device=...");
+  cli::add_positive(cmd, "--stop-at", o->stop_at, "exit after this step, as a preempted job would (the schedule is unchanged)");
+  cli::run_with(cmd, [o, device] {
+    if (!device->empty()) o->overrides.push_back("device=" + *device);
+    return run_train(*o);
+  });
 }
 
-int run_eval_command(const Args& args) {
-  const std::string& path = leading_path(args, "eval", "a run directory or checkpoint file");
+namespace {
+
+struct EvalOptions {
+  std::string path;
   std::vector<std::string> overrides, tasks{"val"};
   std::string json_path, tokenizer_path = "data/tokenizer/r50k_base.tiktoken";
+  int n = RetrievalOptions{}.per_distance;
+};
+
+int run_eval(const EvalOptions& o) {
+  const std::vector<std::string>& tasks = o.tasks;
   RetrievalOptions retrieval;
   LastWordOptions last_word;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--set") overrides.push_back(flag_value(args, i));
-    else if (a == "--tasks") tasks = split_commas(flag_value(args, i));
-    else if (a == "--n") retrieval.per_distance = last_word.passages = parse_positive_int("eval", a, flag_value(args, i));
-    else if (a == "--json") json_path = flag_value(args, i);
-    else if (a == "--tokenizer") tokenizer_path = flag_value(args, i);
-    else HYLO_FAIL("eval: unexpected argument '{}'", a);
-  }
-  for (const std::string& t : tasks)
-    HYLO_CHECK(t == "val" || t == "retrieval" || t == "lastword", "eval: unknown task '{}' (known: val, retrieval, lastword)", t);
+  retrieval.per_distance = last_word.passages = o.n;
   // Read before any task runs: a missing tokenizer fails the command at once, not after the others.
   std::optional<data::Tokenizer> tokenizer;
   if (std::find(tasks.begin(), tasks.end(), "lastword") != tasks.end())
-    tokenizer = data::Tokenizer::from_tiktoken(tokenizer_path);
-  const LoadedModel loaded = load_model_checkpoint(path, overrides);
+    tokenizer = data::Tokenizer::from_tiktoken(o.tokenizer_path);
+  const LoadedModel loaded = load_model_checkpoint(o.path, o.overrides);
   const Device device = training_device(loaded.config);
-  std::string json = fmt::format(R"({{"checkpoint": {}, "step": {})", json_string(loaded.path), loaded.step);
+  nlohmann::ordered_json json{{"checkpoint", loaded.path}, {"step", loaded.step}};
   for (const std::string& task : tasks) {
     if (task == "val") {
       const EvalResult r = evaluate_val_loss(*loaded.model, loaded.config, device);
       fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", loaded.path, loaded.step, r.loss,
                  r.perplexity, r.tokens, loaded.config.data.val);
-      json += fmt::format(R"(, "val": {{"loss": {}, "perplexity": {}, "tokens": {}}})", json_number(r.loss),
-                          json_number(r.perplexity), r.tokens);
+      json["val"] = {{"loss", r.loss}, {"perplexity", r.perplexity}, {"tokens", r.tokens}};
     } else if (task == "retrieval") {
       const RetrievalResult r = RetrievalTask(loaded.config, retrieval).score(*loaded.model, device);
       fmt::print("{}", r.table());
-      json += R"(, "retrieval": )" + r.json();
+      json["retrieval"] = r.json();
     } else {
       const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device, *tokenizer, last_word);
       fmt::print("{}", r.table());
-      json += R"(, "lastword": )" + r.json();
+      json["lastword"] = r.json();
     }
   }
-  if (!json_path.empty()) {
-    write_file_atomic(json_path, json + "}\n");
-    fmt::print("wrote {}\n", json_path);
+  if (!o.json_path.empty()) {
+    write_file_atomic(o.json_path, json.dump() + "\n");  // NaN and infinities as null
+    fmt::print("wrote {}\n", o.json_path);
   }
   return 0;
 }
 
-int run_params_command(const Args& args) {
-  const std::string& config_path = leading_path(args, "params", "a config file");
+struct ParamsOptions {
+  std::string config_path;
   std::vector<std::string> overrides;
   int ranks = 0;  // 0: as many as the expert parallelism needs
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (const std::string flag = args[i]; flag == "--ranks") {
-      ranks = parse_positive_int("params", flag, flag_value(args, i));
-      continue;
-    }
-    HYLO_CHECK(args[i] == "--set", "params: unexpected argument '{}'", args[i]);
-    overrides.push_back(flag_value(args, i));
-  }
-  Config config = load_config(config_path, overrides);
+};
+
+
+int run_params(const ParamsOptions& o) {
+  const std::string& config_path = o.config_path;
+  int ranks = o.ranks;
+  Config config = load_config(config_path, o.overrides);
   const int P = config.train.expert_parallel;
   if (ranks == 0) ranks = P;
   HYLO_CHECK(ranks % P == 0, "params: --ranks {} is not a multiple of train.expert_parallel={}", ranks, P);
@@ -125,27 +119,55 @@ int run_params_command(const Args& args) {
   return 0;
 }
 
-int run_export_command(const Args& args) {
-  const std::string& path = leading_path(args, "export", "a run directory or checkpoint file");
+struct ExportCommandOptions {
+  std::string path;
   std::vector<std::string> overrides;
-  ExportOptions o;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--set") overrides.push_back(flag_value(args, i));
-    else if (a == "--out") o.out_dir = flag_value(args, i);
-    else if (a == "--overwrite") o.overwrite = true;
-    else if (a == "--dtype") {
-      const std::string dtype = flag_value(args, i);
-      HYLO_CHECK(dtype == "f32" || dtype == "bf16", "export: --dtype '{}' is not f32 or bf16", dtype);
-      o.dtype = dtype == "f32" ? DType::f32 : DType::bf16;
-    } else HYLO_FAIL("export: unexpected argument '{}'", a);
-  }
-  HYLO_CHECK(!o.out_dir.empty(), "export: expected --out DIR (where model.safetensors and config.json go)");
-  const LoadedModel loaded = load_model_checkpoint(path, overrides, Device::cpu);  // the probe runs the CPU reference
+  std::string dtype = "f32";
+  ExportOptions options;
+};
+
+int run_export(const ExportCommandOptions& e) {
+  ExportOptions o = e.options;
+  o.dtype = e.dtype == "f32" ? DType::f32 : DType::bf16;
+  const LoadedModel loaded = load_model_checkpoint(e.path, e.overrides, Device::cpu);  // the probe runs the CPU reference
   export_model(loaded, o);
   fmt::print("{} (step {}) -> {}/model.safetensors ({}), {}/config.json\n", loaded.path, loaded.step, o.out_dir,
              o.dtype == DType::f32 ? "f32" : "bf16", o.out_dir);
   return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* cmd = cli::add_command(app, "eval", "evaluate a run's newest valid checkpoint (or a checkpoint file)");
+  cmd->add_option("RUN_DIR_OR_CHECKPOINT", o->path, "a run directory or a checkpoint .h5")->required();
+  cli::add_choice_list(cmd, "--tasks", o->tasks, {"val", "retrieval", "lastword"}, "what to score");
+  cli::add_positive(cmd, "--n", o->n, "retrieval sequences per distance; last-word passages");
+  cmd->add_option("--json", o->json_path, "also write the results here as JSON");
+  cmd->add_option("--tokenizer", o->tokenizer_path, "a .tiktoken file (lastword)");
+  cli::add_overrides(cmd, o->overrides);
+  cli::run_with(cmd, [o] { return run_eval(*o); });
+}
+
+void add_params_command(CLI::App& app) {
+  auto o = std::make_shared<ParamsOptions>();
+  CLI::App* cmd = cli::add_command(app, "params", "stored and active parameters by component, FLOPs per token");
+  cmd->add_option("CONFIG", o->config_path, "the config file")->required();
+  cli::add_positive(cmd, "--ranks", o->ranks, "also each rank's share on this many ranks (default: what train.expert_parallel needs)");
+  cli::add_overrides(cmd, o->overrides);
+  cli::run_with(cmd, [o] { return run_params(*o); });
+}
+
+void add_export_command(CLI::App& app) {
+  auto o = std::make_shared<ExportCommandOptions>();
+  CLI::App* cmd = cli::add_command(app, "export", "model.safetensors + config.json, with a probe for checking a reimplementation");
+  cmd->add_option("RUN_DIR_OR_CHECKPOINT", o->path, "a run directory or a checkpoint .h5")->required();
+  cmd->add_option("--out", o->options.out_dir, "where the files go")->required();
+  cli::add_choice(cmd, "--dtype", o->dtype, {"f32", "bf16"}, "of the parameters");
+  cmd->add_flag("--overwrite", o->options.overwrite, "replace model.safetensors / config.json already there");
+  cli::add_overrides(cmd, o->overrides);
+  cli::run_with(cmd, [o] { return run_export(*o); });
 }
 
 }  // namespace hylo
