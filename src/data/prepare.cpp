@@ -2,16 +2,25 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <memory>
 #include <optional>
+#include <regex>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/file.h"
-#include "core/rng.h"
+#include "core/sha256.h"
 #include "core/suggest.h"
+#include "data/prepare_pipeline.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -19,74 +28,361 @@ namespace hylo::data {
 namespace {
 
 namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
 
 const std::vector<std::string> kCoreSources = {"gutenberg", "sotu", "brown"};
 const std::vector<std::string> kExtraSources = {"gcide", "linux-doc", "python-doc", "wordnet"};
+// 1/18 of gutenberg's books rounds to one for every seed only above 0.0556 (see the split rule).
+constexpr double kPresetValFraction = 0.06;
 
-uint64_t fnv1a(std::string_view text) {
-  uint64_t h = 1469598103934665603ull;
-  for (char c : text) h = (h ^ uint8_t(c)) * 1099511628211ull;
-  return h;
+constexpr int32_t kSeparator = kEndOfTextId;
+const char* const kSplitNames[2] = {"train", "val"};
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
 }
 
-// Train/val by whole documents, per source so every source is represented in validation: shuffle
-// the source's documents with a stream named after it (adding a source never changes another's
-// split), then move documents to val while the val share stays within val_fraction of its tokens.
-void assign_splits(std::vector<Document>& documents, const std::vector<std::vector<int32_t>>& ids,
-                   size_t source_count, double val_fraction, uint64_t seed, const std::vector<std::string>& names) {
-  for (size_t s = 0; s < source_count; ++s) {
-    std::vector<size_t> order;
-    uint64_t source_tokens = 0;
-    for (size_t d = 0; d < documents.size(); ++d)
-      if (documents[d].source == s) order.push_back(d), source_tokens += ids[d].size();
-    Rng rng{seed, fnv1a(names[s])};
-    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
-    const double budget = val_fraction * double(source_tokens);
-    uint64_t val_tokens = 0;
-    for (size_t d : order) {
-      if (double(val_tokens + ids[d].size()) <= budget) {
-        documents[d].val = true;
-        val_tokens += ids[d].size();
+// The document rule of the header comment. It sees each document once, in corpus order.
+class SplitRule {
+ public:
+  SplitRule(const CorpusOptions& o, uint64_t corpus_documents) : fraction_(o.val_fraction), val_docs_(o.val_docs) {
+    n_ = corpus_documents;
+    if (val_docs_ > 0 && n_ > val_docs_) s_ = mix64(o.seed ^ 0x76616c646f6373ull) % (n_ - val_docs_);
+    seed_ = o.seed;
+  }
+  bool is_val(size_t input, uint64_t in_input, uint64_t document) const {
+    if (val_docs_ > 0) {
+      if (n_ <= val_docs_) return false;
+      using u128 = unsigned __int128;
+      return (u128(document + 1) * val_docs_ + s_) / n_ > (u128(document) * val_docs_ + s_) / n_;
+    }
+    const double u = (1 - fraction_) * double(mix64(seed_ ^ mix64(input + 1)) >> 11) * 0x1.0p-53;
+    return std::floor(double(in_input + 1) * fraction_ + u) > std::floor(double(in_input) * fraction_ + u);
+  }
+  std::string describe() const {
+    if (val_docs_ > 0) return fmt::format("documents: exactly {} of the corpus's {}, evenly spaced", val_docs_, n_);
+    return fmt::format("documents: a systematic sample of {} of each input's documents, never its first", fraction_);
+  }
+
+ private:
+  double fraction_;
+  uint64_t val_docs_, n_ = 0, s_ = 0, seed_ = 0;
+};
+
+// One split's stream of shards in the staging folder.
+class SplitWriter {
+ public:
+  SplitWriter(fs::path dir, int split, uint64_t shard_tokens, uint64_t vocab)
+      : dir_(std::move(dir)), split_(split), shard_tokens_(shard_tokens), vocab_(vocab) {}
+
+  // Documents of a shard are its separators (text never encodes to 50256).
+  void append(std::span<const int32_t> tokens) {
+    while (!tokens.empty()) {
+      if (!shard_) {
+        shard_ = std::make_unique<ShardWriter>((dir_ / shard_name(shards.size())).string(), vocab_);
+        documents_in_shard_ = 0;
       }
+      const auto take = size_t(std::min<uint64_t>(tokens.size(), shard_tokens_ - shard_->size()));
+      const auto piece = tokens.first(take);
+      documents_in_shard_ += uint64_t(std::count(piece.begin(), piece.end(), kSeparator));
+      shard_->append(piece);
+      tokens = tokens.subspan(take);
+      total += take;
+      if (shard_->size() == shard_tokens_) finish_shard();
     }
   }
+  void finish_shard() {
+    if (!shard_) return;
+    ShardSummary s{fs::path(shard_->path()).filename().string(), split_ == 1, shard_->size(), documents_in_shard_, 0};
+    s.crc = shard_->finish(documents_in_shard_, metadata(split_, shards.size(), rule));
+    shards.push_back(s);
+    shard_.reset();
+  }
+  std::string shard_name(size_t index) const { return fmt::format("{}_{:06d}.bin", kSplitNames[split_], index); }
+
+  std::string metadata(int split, size_t index, const std::string& split_rule) const {
+    std::string m = fmt::format("split={}\nshard={}\ntokenizer={}\nseed={}\nsplit_rule={}\ncorpus=manifest.json\n"
+                                "separator=50256 before every document\n",
+                                kSplitNames[split], index, tokenizer, seed, split_rule);
+    if (split == 1) m += "manifest=val_documents.tsv\n";  // eval/last_word.h's source labels
+    return m.size() <= kShardMetadataBytes ? m : m.substr(0, kShardMetadataBytes);
+  }
+
+  std::vector<ShardSummary> shards;
+  uint64_t total = 0;
+  std::string rule, tokenizer;
+  uint64_t seed = 0;
+
+ private:
+  fs::path dir_;
+  int split_;
+  uint64_t shard_tokens_, vocab_;
+  std::unique_ptr<ShardWriter> shard_;
+  uint64_t documents_in_shard_ = 0;
+};
+
+// Removed on destruction unless released: a failed prepare leaves no staging folder behind.
+struct StagingDir {
+  fs::path path;
+  bool keep = false;
+  explicit StagingDir(fs::path p) : path(std::move(p)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~StagingDir() {
+    std::error_code ec;
+    if (!keep) fs::remove_all(path, ec);
+  }
+};
+
+std::string tsv_field(std::string s) {
+  std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
+  return s;
 }
 
-std::string shard_metadata(const char* split, const PrepareOptions& options, const std::vector<std::string>& sources,
-                           uint32_t val_list_crc) {
-  std::string joined;
-  for (const auto& s : sources) joined += (joined.empty() ? "" : ",") + s;
-  return fmt::format(
-      "split={}\ntokenizer={}\nseed={}\nval_fraction={}\nsources={}\n"
-      "split_rule=per source: seeded shuffle, whole documents to val while within val_fraction of its tokens\n"
-      "val_documents_crc=0x{:08x}\nmanifest=manifest.tsv\nseparator=50256 before every document\n",
-      split, fs::path(options.tokenizer).filename().string(), options.seed, options.val_fraction, joined, val_list_crc);
+std::string default_label(const std::string& input) {
+  std::string trimmed = input;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const std::string name = fs::path(trimmed).filename().string();
+  return name.empty() ? trimmed : name;
+}
+
+// Fewer than two documents, or none in validation: the training stream's last tokens become it.
+// The shards past the cut move to val (the one holding the cut is rewritten in two).
+void split_by_token_range(const fs::path& dir, SplitWriter& train, SplitWriter& val, double fraction) {
+  const uint64_t total = train.total;
+  HYLO_CHECK(total >= 2, "the corpus holds {} token(s): too few for a training and a validation split", total);
+  const auto take = std::max<uint64_t>(1, uint64_t(std::ceil(fraction * double(total))));
+  const uint64_t cut = total - take;
+  std::vector<ShardSummary> old = std::move(train.shards);
+  train.shards.clear();
+  std::vector<int32_t> buffer;
+  auto copy = [&](const ShardReader& r, uint64_t begin, uint64_t end, auto&& sink) {
+    for (uint64_t at = begin; at < end;) {
+      const uint64_t n = std::min<uint64_t>(end - at, 1 << 20);
+      buffer.resize(n);
+      r.copy_tokens(at, n, buffer.data());
+      sink(std::span<const int32_t>(buffer));
+      at += n;
+    }
+  };
+  uint64_t begin = 0;
+  for (const ShardSummary& s : old) {
+    const uint64_t end = begin + s.tokens;
+    const std::string path = (dir / s.file).string();
+    if (end <= cut) {
+      rewrite_shard_metadata(path, train.metadata(0, train.shards.size(), train.rule));
+      train.shards.push_back(s);
+    } else {
+      std::optional<ShardReader> reader(std::in_place, path);
+      if (begin < cut) {
+        ShardWriter head(path, reader->vocab_size());
+        uint64_t documents = 0;
+        copy(*reader, 0, cut - begin, [&](std::span<const int32_t> t) {
+          documents += uint64_t(std::count(t.begin(), t.end(), kSeparator));
+          head.append(t);
+        });
+        ShardSummary h{s.file, false, cut - begin, documents, 0};
+        h.crc = head.finish(documents, train.metadata(0, train.shards.size(), train.rule));
+        train.shards.push_back(h);
+      }
+      copy(*reader, std::max(begin, cut) - begin, s.tokens, [&](std::span<const int32_t> t) { val.append(t); });
+      reader.reset();
+      if (begin >= cut) fs::remove(path);
+    }
+    begin = end;
+  }
+  train.total = cut;
+  val.finish_shard();
+}
+
+json manifest_json(const CorpusOptions& o, const std::vector<CorpusFile>& files, const CorpusReader& reader,
+                   const PrepareSummary& summary, const std::string& rule, const std::string& tokenizer_sha,
+                   uint64_t vocab) {
+  json inputs = json::array();
+  for (size_t i = 0; i < summary.inputs.size(); ++i) {
+    const InputSummary& s = summary.inputs[i];
+    json list = json::array();
+    for (size_t f = 0; f < files.size(); ++f) {
+      if (files[f].input != i) continue;
+      const FileRecord& r = reader.records()[f];
+      list.push_back({{"path", files[f].path}, {"format", corpus_format_name(files[f].format)},
+                      {"compression", compression_name(r.compression)}, {"bytes", r.raw_bytes},
+                      {"sha256", r.sha256}, {"documents", r.documents}});
+    }
+    inputs.push_back({{"input", s.input}, {"label", s.label}, {"files", std::move(list)},
+                      {"documents", {{"train", s.documents[0]}, {"val", s.documents[1]}}},
+                      {"empty_documents", s.empty_documents},
+                      {"tokens", {{"train", s.tokens[0]}, {"val", s.tokens[1]}}}, {"text_bytes", s.text_bytes}});
+  }
+  json shards = json::array();
+  for (const ShardSummary& s : summary.shards)
+    shards.push_back({{"file", s.file}, {"split", s.val ? "val" : "train"}, {"tokens", s.tokens},
+                      {"documents", s.documents}, {"crc32", fmt::format("{:08x}", s.crc)}});
+  json options = {{"format", corpus_format_name(o.format)}, {"text_key", o.text_key},
+                  {"doc_separator", o.doc_separator}, {"shard_tokens", o.shard_tokens},
+                  {"val_fraction", o.val_fraction}, {"val_docs", o.val_docs}, {"seed", o.seed}};
+  return {{"format", "hylo corpus manifest"},
+          {"version", 1},
+          {"preset", o.preset},
+          {"tokenizer",
+           {{"file", fs::path(o.tokenizer).filename().string()}, {"sha256", tokenizer_sha}, {"vocab_size", vocab},
+            {"separator", kSeparator}, {"separator_rule", "one 50256 before every document"}}},
+          {"options", std::move(options)},
+          {"split", {{"by", summary.token_range_split ? "token range" : "documents"}, {"rule", rule}}},
+          {"tokens", {{"train", summary.tokens[0]}, {"val", summary.tokens[1]}}},
+          {"inputs", std::move(inputs)},
+          {"shards", std::move(shards)}};
+}
+
+// Replaces the numbered shards and manifest of an earlier prepare in out_dir with the staged ones.
+void publish(const fs::path& staging, const fs::path& out) {
+  static const std::regex ours(R"((train|val)_\d{6}\.bin|manifest\.json|val_documents\.tsv)");
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), ours)) fs::remove(entry.path());
+  for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), out / entry.path().filename());
+}
+
+void check_options(const CorpusOptions& o) {
+  HYLO_CHECK(o.val_fraction > 0 && o.val_fraction <= 0.5,
+             "--val-fraction {} is not in (0, 0.5]: validation must not be empty (SPEC §4)", o.val_fraction);
+  HYLO_CHECK(o.shard_tokens >= 1, "--shard-tokens must be at least 1");
+  HYLO_CHECK(o.batch_bytes >= 1, "batch_bytes must be at least 1");
+  HYLO_CHECK(o.workers >= 0, "--workers {} is negative (0 = all cores)", o.workers);
+  HYLO_CHECK(!o.text_key.empty(), "--text-key is empty");
+  HYLO_CHECK(o.labels.empty() || o.labels.size() == o.inputs.size(), "{} labels for {} inputs", o.labels.size(),
+             o.inputs.size());
+  HYLO_CHECK(!o.out_dir.empty(), "--out is empty");
 }
 
 }  // namespace
 
-std::vector<Document> read_documents(const std::string& raw_dir, const std::vector<std::string>& sources) {
-  std::vector<Document> documents;
-  for (size_t s = 0; s < sources.size(); ++s) {
-    fs::path dir = fs::path(raw_dir) / sources[s];
-    HYLO_CHECK(fs::is_directory(dir) && fs::exists(dir / ".fetched"),
-               "{}: missing or incomplete (run scripts/fetch_data.sh{})", dir.string(),
-               std::find(kCoreSources.begin(), kCoreSources.end(), sources[s]) == kCoreSources.end() ? " --all" : "");
-    std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir))
-      if (entry.is_regular_file() && !entry.path().filename().string().starts_with(".")) files.push_back(entry.path());
-    std::sort(files.begin(), files.end());
-    HYLO_CHECK(!files.empty(), "{}: holds no documents (run scripts/fetch_data.sh)", dir.string());
-    for (const auto& file : files) {
-      std::optional<std::string> text = read_file(file);
-      HYLO_CHECK(text, "{}: cannot read", file.string());
-      documents.push_back({s, file.filename().string(), std::move(*text)});
-      size_t bad = first_invalid_utf8(documents.back().text);
-      HYLO_CHECK(bad == std::string::npos, "{}: not valid UTF-8 (byte {}); documents must be UTF-8", file.string(),
-                 bad);
+PrepareSummary prepare_corpus(const CorpusOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  check_options(o);
+  const std::vector<CorpusFile> files = expand_inputs(o.inputs, o.format);
+  const Tokenizer tokenizer = Tokenizer::from_tiktoken(o.tokenizer);
+  const std::string tokenizer_sha = sha256_file(o.tokenizer);
+  const auto vocab = uint64_t(tokenizer.vocab_size());
+
+  uint64_t counted = 0;
+  if (o.val_docs > 0) {  // exact counts need the corpus's size first: one reading pass
+    CorpusReader counter(files, o.doc_separator);
+    RawBatch batch;
+    while (counter.next(batch, size_t(16) << 20)) {
     }
+    counted = counter.documents();
+    HYLO_CHECK(counted < 2 || o.val_docs < counted,
+               "--val-docs {} leaves no training documents: the corpus holds {} documents", o.val_docs, counted);
   }
-  return documents;
+  const SplitRule rule(o, counted);
+
+  const fs::path out(o.out_dir);
+  fs::create_directories(out);
+  StagingDir staging(out / fmt::format(".prepare.{}", ::getpid()));
+  SplitWriter writers[2] = {SplitWriter(staging.path, 0, o.shard_tokens, vocab),
+                            SplitWriter(staging.path, 1, o.shard_tokens, vocab)};
+  for (SplitWriter& w : writers) {
+    w.rule = rule.describe();
+    w.tokenizer = fs::path(o.tokenizer).filename().string();
+    w.seed = o.seed;
+  }
+  std::ofstream val_rows(staging.path / "val_documents.tsv", std::ios::binary);
+  val_rows << "split\tsource\tfile\ttokens\n";
+
+  PrepareSummary summary;
+  for (size_t i = 0; i < o.inputs.size(); ++i)
+    summary.inputs.push_back({o.inputs[i], o.labels.empty() ? default_label(o.inputs[i]) : o.labels[i]});
+  for (const CorpusFile& f : files) ++summary.inputs[f.input].files;
+
+  // The document being written: its split, and (for val) its row.
+  struct Current {
+    bool open = false, skip = false;
+    int split = 0;
+    size_t input = 0;
+    std::string where;
+    uint64_t tokens = 0;
+  } current;
+  auto close_document = [&] {
+    if (current.open && current.split == 1)
+      val_rows << "val\t" << tsv_field(summary.inputs[current.input].label) << '\t' << tsv_field(current.where) << '\t'
+               << current.tokens << '\n';
+    current.open = false;
+  };
+  PrepareProgress progress;
+  auto last_report = start;
+
+  CorpusReader reader(files, o.doc_separator);
+  PipelineOptions pipeline{o.workers, o.text_key, o.batch_bytes};
+  run_tokenize_pipeline(reader, tokenizer, pipeline, [&](const TokenizedBatch& batch) {
+    size_t at = 0;
+    for (size_t k = 0; k < batch.raw.parts.size(); ++k) {
+      const DocumentPart& part = batch.raw.parts[k];
+      const std::span<const int32_t> ids(batch.ids.data() + at, batch.part_tokens[k]);
+      at += ids.size();
+      const size_t input = files[part.file].input;
+      InputSummary& in = summary.inputs[input];
+      in.text_bytes += batch.text_bytes[k];
+      progress.text_bytes += batch.text_bytes[k];
+      if (part.first) {
+        close_document();
+        current.skip = part.json && ids.empty();  // `"text": ""`: nothing to learn from, no separator
+        if (current.skip) {
+          ++in.empty_documents;
+          continue;
+        }
+        current = {true, false, rule.is_val(input, part.in_input, part.document) ? 1 : 0, input,
+                   part.json ? fmt::format("{}:{}", files[part.file].path, part.where) : files[part.file].path, 0};
+        ++in.documents[current.split];
+        ++progress.documents;
+        writers[current.split].append(std::span(&kSeparator, 1));
+      }
+      if (current.skip) continue;
+      writers[current.split].append(ids);
+      current.tokens += ids.size();
+      in.tokens[current.split] += ids.size();
+      progress.tokens += ids.size();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (o.progress && now - last_report > std::chrono::seconds(2)) {
+      progress.seconds = std::chrono::duration<double>(now - start).count();
+      o.progress(progress);
+      last_report = now;
+    }
+  });
+  close_document();
+  for (SplitWriter& w : writers) w.finish_shard();
+  for (size_t f = 0; f < files.size(); ++f) summary.inputs[files[f].input].raw_bytes += reader.records()[f].raw_bytes;
+
+  uint64_t documents = 0;
+  for (const InputSummary& s : summary.inputs) documents += s.documents[0] + s.documents[1];
+  HYLO_CHECK(documents > 0, "{}: no documents (every file is empty{})", fmt::join(o.inputs, " "),
+             o.format == CorpusFormat::txt ? "" : ", or every JSON text is \"\"");
+  std::string rule_text = rule.describe();
+  if (writers[1].total == 0) {
+    summary.token_range_split = true;
+    rule_text = fmt::format("token range: the last {} of the tokens ({} document{} by the document rule left "
+                            "validation empty)", o.val_fraction, documents, documents == 1 ? "" : "s");
+    writers[0].rule = writers[1].rule = rule_text;
+    split_by_token_range(staging.path, writers[0], writers[1], o.val_fraction);
+    for (InputSummary& s : summary.inputs) s.documents[1] = s.tokens[1] = 0;
+  }
+  HYLO_CHECK(writers[0].total > 0, "the training split is empty");
+  HYLO_CHECK(writers[1].total > 0, "the validation split is empty");
+  for (int k = 0; k < 2; ++k) {
+    summary.tokens[k] = writers[k].total;
+    summary.shards.insert(summary.shards.end(), writers[k].shards.begin(), writers[k].shards.end());
+  }
+  val_rows.close();
+  HYLO_CHECK(val_rows.good(), "{}: cannot write val_documents.tsv", staging.path.string());
+  write_file_atomic((staging.path / "manifest.json").string(),
+                    manifest_json(o, files, reader, summary, rule_text, tokenizer_sha, vocab).dump(2) + "\n");
+  publish(staging.path, out);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
 }
 
 std::vector<std::string> resolve_sources(const std::string& spec) {
@@ -105,48 +401,38 @@ std::vector<std::string> resolve_sources(const std::string& spec) {
   return chosen;
 }
 
-std::vector<SourceSummary> prepare_tokens(const PrepareOptions& options) {
-  HYLO_CHECK(options.val_fraction >= 0 && options.val_fraction <= 0.5, "--val-fraction {} is not in [0, 0.5]",
-             options.val_fraction);
-  const auto sources = resolve_sources(options.sources);
-  const Tokenizer tokenizer = Tokenizer::from_tiktoken(options.tokenizer);
-  auto documents = read_documents(options.raw_dir, sources);
-  std::vector<std::string> texts;
-  texts.reserve(documents.size());
-  for (auto& d : documents) texts.push_back(std::move(d.text));
-  const auto ids = tokenizer.encode_ordinary_batch(texts, options.threads);
-  assign_splits(documents, ids, sources.size(), options.val_fraction, options.seed, sources);
-
-  std::vector<SourceSummary> summary(sources.size());
-  for (size_t s = 0; s < sources.size(); ++s) summary[s].name = sources[s];
-  std::vector<int32_t> split_tokens[2];
-  uint64_t split_documents[2] = {0, 0};
-  std::string manifest = "split\tsource\tfile\ttokens\n", val_list;
-  for (size_t d = 0; d < documents.size(); ++d) {
-    const int k = documents[d].val ? 1 : 0;
-    auto& out = split_tokens[k];
-    out.push_back(tokenizer.end_of_text_id());
-    out.insert(out.end(), ids[d].begin(), ids[d].end());
-    ++split_documents[k];
-    auto& s = summary[documents[d].source];
-    ++s.documents[k];
-    s.tokens[k] += ids[d].size();
-    s.bytes += texts[d].size();
-    const std::string row = fmt::format("{}\t{}\t{}\t{}\n", k ? "val" : "train", sources[documents[d].source],
-                                        documents[d].name, ids[d].size());
-    manifest += row;
-    if (k) val_list += row;
+CorpusOptions preset_options(const std::string& sources, const std::string& raw_dir) {
+  CorpusOptions o;
+  o.preset = sources;
+  o.format = CorpusFormat::txt;
+  o.val_fraction = kPresetValFraction;
+  for (const std::string& source : resolve_sources(sources)) {
+    const fs::path dir = fs::path(raw_dir) / source;
+    HYLO_CHECK(fs::is_directory(dir) && fs::exists(dir / ".fetched"), "{}: missing or incomplete (run scripts/fetch_data.sh{})",
+               dir.string(),
+               std::find(kCoreSources.begin(), kCoreSources.end(), source) == kCoreSources.end() ? " --all" : "");
+    o.inputs.push_back(dir.string());
+    o.labels.push_back(source);
   }
+  return o;
+}
 
-  fs::create_directories(options.out_dir);
-  const uint32_t val_crc = crc32(val_list.data(), val_list.size());
-  const char* names[2] = {"train", "val"};
-  for (int k = 0; k < 2; ++k) {
-    write_shard((fs::path(options.out_dir) / (std::string(names[k]) + ".bin")).string(), split_tokens[k],
-                uint64_t(tokenizer.vocab_size()), split_documents[k], shard_metadata(names[k], options, sources, val_crc));
+std::vector<Document> read_documents(const std::string& raw_dir, const std::vector<std::string>& sources) {
+  std::vector<std::string> inputs;
+  for (const std::string& s : sources) {
+    const fs::path dir = fs::path(raw_dir) / s;
+    HYLO_CHECK(fs::exists(dir / ".fetched"), "{}: missing or incomplete (run scripts/fetch_data.sh)", dir.string());
+    inputs.push_back(dir.string());
   }
-  write_file_atomic((fs::path(options.out_dir) / "manifest.tsv").string(), manifest);
-  return summary;
+  std::vector<Document> documents;
+  for (const CorpusFile& f : expand_inputs(inputs, CorpusFormat::txt)) {
+    std::optional<std::string> text = read_file(f.path);
+    HYLO_CHECK(text, "{}: cannot read", f.path);
+    const size_t bad = first_invalid_utf8(*text);
+    HYLO_CHECK(bad == std::string::npos, "{}: not valid UTF-8 (byte {}); documents must be UTF-8", f.path, bad);
+    documents.push_back({f.input, fs::path(f.path).filename().string(), std::move(*text)});
+  }
+  return documents;
 }
 
 }  // namespace hylo::data

@@ -2,7 +2,7 @@
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -435,19 +435,18 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   auto codepoint_of_byte = gpt2_byte_to_codepoint();
   for (int b = 0; b < 256; ++b) byte_of_codepoint[codepoint_of_byte[b]] = uint8_t(b);
 
-  // JSON is close enough to YAML's flow style that yaml-cpp reads encoder.json as a map.
-  YAML::Node encoder;
+  nlohmann::json encoder;
   try {
-    encoder = YAML::Load(read_tokenizer_file(encoder_json));
-  } catch (const YAML::Exception& e) {
+    encoder = nlohmann::json::parse(read_tokenizer_file(encoder_json));
+  } catch (const nlohmann::json::parse_error& e) {
     HYLO_FAIL("{}: not valid JSON: {}", encoder_json, e.what());
   }
-  HYLO_CHECK(encoder.IsMap(), "{}: expected a JSON object of token -> id", encoder_json);
+  HYLO_CHECK(encoder.is_object(), "{}: expected a JSON object of token -> id", encoder_json);
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> id_of;  // GPT-2 alphabet
   std::string bytes;
-  for (const auto& entry : encoder) {
-    auto token = entry.first.as<std::string>();
-    auto id = entry.second.as<int64_t>();
+  for (const auto& [token, value] : encoder.items()) {
+    HYLO_CHECK(value.is_number_integer(), "{}: the id of '{}' is not an integer: {}", encoder_json, token, value.dump());
+    const auto id = value.get<int64_t>();
     HYLO_CHECK(id >= 0 && id < (1 << 24), "{}: id {} of '{}' out of range", encoder_json, id, token);
     if (size_t(id) >= impl->bytes_of.size()) impl->bytes_of.resize(size_t(id) + 1);
     if (token == kEndOfText) {
@@ -524,6 +523,27 @@ std::vector<int32_t> Tokenizer::encode_ordinary(std::string_view text) const {
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text) const { return encode_text(*impl_, text, true); }
 
+struct TokenEncoder::State {
+  explicit State(const Tokenizer::Impl& impl) : matcher(impl.pattern.get(), impl.jit) {}
+  PatternMatcher matcher;
+  PieceCache cache;  // shared across this thread's documents: vocabulary repeats across them
+};
+
+TokenEncoder::TokenEncoder(const Tokenizer& tokenizer)
+    : impl_(tokenizer.impl_), state_(std::make_unique<State>(*impl_)) {}
+
+TokenEncoder::~TokenEncoder() = default;
+
+size_t TokenEncoder::encode_ordinary(std::string_view text, std::vector<int32_t>& out) {
+  const size_t bad = first_invalid_utf8(text);
+  if (bad == std::string_view::npos) encode_valid(text, out);
+  return bad;
+}
+
+void TokenEncoder::encode_valid(std::string_view text, std::vector<int32_t>& out) {
+  encode_plain(*impl_, text, state_->matcher, state_->cache, out);
+}
+
 std::vector<std::vector<int32_t>> Tokenizer::encode_ordinary_batch(std::span<const std::string> documents,
                                                                    int threads) const {
   for (size_t d = 0; d < documents.size(); ++d) {
@@ -542,13 +562,12 @@ std::vector<std::vector<int32_t>> Tokenizer::encode_ordinary_batch(std::span<con
   std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
   auto worker = [&](int t) {
     try {
-      PatternMatcher matcher(impl_->pattern.get(), impl_->jit);
-      PieceCache cache;  // shared across this thread's documents: vocabulary repeats across them
+      TokenEncoder encoder(*this);
       std::vector<int32_t> ids;  // filled here, not in result[d]: neighbouring vectors share cache lines
       for (size_t k; (k = next_document.fetch_add(1)) < documents.size();) {
         const size_t d = order[k];
         ids.clear();
-        encode_plain(*impl_, documents[d], matcher, cache, ids);
+        encoder.encode_valid(documents[d], ids);
         result[d].assign(ids.begin(), ids.end());
       }
     } catch (...) {

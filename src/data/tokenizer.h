@@ -46,8 +46,29 @@ class Tokenizer {
   struct Impl;
 
  private:
+  friend class TokenEncoder;
   explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;  // immutable after loading: copies and threads share it
+};
+
+// One thread's encoding state (PCRE2 match data and JIT stack, a memo of pre-tokens), reused across
+// documents: what makes many small documents as fast as one big one. Not shareable between threads.
+class TokenEncoder {
+ public:
+  explicit TokenEncoder(const Tokenizer& tokenizer);
+  ~TokenEncoder();
+  TokenEncoder(const TokenEncoder&) = delete;
+  TokenEncoder& operator=(const TokenEncoder&) = delete;
+  // Tokenizer::encode_ordinary(text), appended to `out`. Returns npos, or (when `text` is not
+  // valid UTF-8, and then nothing is appended) the offset of its first invalid byte.
+  size_t encode_ordinary(std::string_view text, std::vector<int32_t>& out);
+
+ private:
+  friend class Tokenizer;
+  void encode_valid(std::string_view text, std::vector<int32_t>& out);  // text known to be UTF-8
+  struct State;
+  std::shared_ptr<const Tokenizer::Impl> impl_;
+  std::unique_ptr<State> state_;
 };
 
 // Byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code points

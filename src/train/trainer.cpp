@@ -127,7 +127,7 @@ Trainer::Trainer(const TrainOptions& options) {
   }
   loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, comm_->rank(), world,
                                                t.seed, /*prefetch=*/true, config_.data.retrieval_mix);
-  data::check_vocab(loader_->shard(), config_.model.vocab_size);
+  data::check_vocab(*loader_, config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
   // The val shard is first read at the first evaluation: check it now (header, size, CRC, vocab),
   // so that a bad one fails the launch and not a run hours in.

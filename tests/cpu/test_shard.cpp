@@ -1,6 +1,6 @@
 // Token shards: round trips in both dtypes, and every kind of damage (corrupt byte, truncation,
-// wrong magic, damaged header) is refused with a message naming the file. Also `data prepare` on
-// a small synthetic raw corpus: whole-document split, separators, determinism.
+// wrong magic, damaged header, ids outside the vocab) is refused with a message naming the file.
+// Also the foreign token files read directly: llm.c's and nanoGPT's.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
@@ -8,7 +8,6 @@
 #include <fstream>
 #include <numeric>
 
-#include "data/prepare.h"
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -154,65 +153,103 @@ TEST_CASE("shard: the writer refuses out-of-vocab tokens and oversized metadata,
   CHECK(ShardReader(path).size() == 10);  // the earlier shard is untouched
 }
 
-TEST_CASE("data prepare: whole-document split, separators and determinism") {
-  const std::string rank_file = HYLO_SOURCE_DIR "/data/tokenizer/r50k_base.tiktoken";
-  REQUIRE_MESSAGE(fs::exists(rank_file), rank_file << " is missing: run scripts/fetch_data.sh first");
-  TempDir dir("prepare");
-  // Two sources of small documents, each a distinct sentence so documents can be told apart.
-  for (const char* source : {"gutenberg", "sotu"}) {
-    fs::create_directories(dir.path / "raw" / source);
-    std::ofstream(dir.path / "raw" / source / ".fetched") << "test\n";
-    for (int d = 0; d < 40; ++d)
-      std::ofstream(dir.path / "raw" / source / ("doc" + std::to_string(100 + d) + ".txt"))
-          << "Document " << d << " of " << source << " says hello.\n";
+TEST_CASE("shard: a CRC-valid shard with an id outside its vocab is refused at open, naming the file") {
+  TempDir dir("shard_range");
+  const std::string path = dir.file("bad.bin");
+  write_shard(path, sample_tokens(3000, 50257), 50257, 1, "");
+  // Rewrite one token and fix the payload CRC, as a buggy external writer would leave it.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(kShardHeaderBytes + 2 * 1234));
+    const uint16_t big = 60000;
+    f.write(reinterpret_cast<const char*>(&big), 2);
   }
-  PrepareOptions options;
-  options.raw_dir = dir.file("raw");
-  options.sources = "gutenberg,sotu";
-  options.val_fraction = 0.1;
-  options.seed = 99;
-  options.out_dir = dir.file("tokens");
-  options.tokenizer = rank_file;
-  options.threads = 2;
-  const auto summary = prepare_tokens(options);
-  REQUIRE(summary.size() == 2);
-  const ShardReader train(dir.file("tokens/train.bin")), val(dir.file("tokens/val.bin"));
-  for (const auto& s : summary) {
-    CAPTURE(s.name);
-    CHECK(s.documents[0] + s.documents[1] == 40);
-    CHECK(s.documents[1] >= 3);  // ~10% of each source's tokens, as whole documents
-    CHECK(s.documents[1] <= 4);
+  std::vector<int32_t> tokens(3000);
+  ShardReader(path, false).copy_tokens(0, 3000, tokens.data());
+  CHECK(tokens[1234] == 60000);
+  std::vector<uint16_t> narrow(tokens.begin(), tokens.end());
+  const uint32_t crc = crc32(narrow.data(), narrow.size() * 2);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.write(reinterpret_cast<const char*>(&crc), 4);
   }
-  CHECK(train.document_count() + val.document_count() == 80);
-  CHECK(val.metadata_value("split") == "val");
-  CHECK(train.metadata_value("seed") == "99");
-  CHECK(train.metadata_value("sources") == "gutenberg,sotu");
-  CHECK(train.vocab_size() == 50257);
-  // Every document starts right after one end-of-text token.
-  for (const ShardReader* shard : {&train, &val}) {
-    uint64_t separators = 0;
-    for (uint64_t i = 0; i < shard->size(); ++i) separators += shard->token(i) == kEndOfTextId;
-    CHECK(separators == shard->document_count());
-    CHECK(shard->token(0) == uint32_t(kEndOfTextId));
-  }
-  // Same seed: byte-identical shards. Another seed: another split.
-  const uint32_t val_crc = val.header().payload_crc;
-  prepare_tokens(options);
-  CHECK(ShardReader(dir.file("tokens/val.bin")).header().payload_crc == val_crc);
-  options.seed = 100;
-  prepare_tokens(options);
-  CHECK(ShardReader(dir.file("tokens/val.bin")).header().payload_crc != val_crc);
+  rewrite_shard_metadata(path, "split=train\n");  // recomputes the header CRC
+  CHECK_THROWS_WITH_AS(ShardReader{path},
+                       has(path + ": token id 60000 at position 1234 is outside the shard's vocab [0, 50257)"),
+                       hylo::Error);
+  CHECK(ShardReader(path, false).metadata_value("split") == "train");
+}
 
-  options.sources = "gutenbreg";
-  CHECK_THROWS_WITH_AS(prepare_tokens(options), has("did you mean 'gutenberg'"), hylo::Error);
-  options.sources = "brown";
-  CHECK_THROWS_WITH_AS(prepare_tokens(options), has("brown: missing or incomplete"), hylo::Error);
+TEST_CASE("shard: the streaming writer equals write_shard, and the largest id is known at open") {
+  TempDir dir("shard_stream");
+  const auto tokens = sample_tokens(3'000'001, 50257);  // more than one flush of the writer
+  write_shard(dir.file("whole.bin"), tokens, 50257, 5, "split=train\n");
+  {
+    ShardWriter writer(dir.file("pieces.bin"), 50257);
+    for (size_t at = 0; at < tokens.size(); at += 777'777)
+      writer.append(std::span(tokens).subspan(at, std::min<size_t>(777'777, tokens.size() - at)));
+    CHECK(writer.size() == tokens.size());
+    CHECK(!fs::exists(dir.file("pieces.bin")));  // only the temporary file until finish()
+    writer.finish(5, "split=train\n");
+  }
+  std::ifstream a(dir.file("whole.bin"), std::ios::binary), b(dir.file("pieces.bin"), std::ios::binary);
+  CHECK(std::string(std::istreambuf_iterator<char>(a), {}) == std::string(std::istreambuf_iterator<char>(b), {}));
+  CHECK(ShardReader(dir.file("pieces.bin")).max_token() == 50256);
+  {
+    ShardWriter abandoned(dir.file("abandoned.bin"), 50257);
+    abandoned.append(tokens);
+  }
+  CHECK(!fs::exists(dir.file("abandoned.bin")));
+  CHECK(!fs::exists(dir.file("abandoned.bin.tmp")));
+}
 
-  // A document that is not UTF-8 is named, and the shards already written stay as they were.
-  const auto bad_file = dir.path / "raw" / "sotu" / "doc999.txt";
-  std::ofstream(bad_file, std::ios::binary) << "Latin-1 caf\xe9\n";
-  options.sources = "gutenberg,sotu";
-  const uint32_t train_crc = ShardReader(dir.file("tokens/train.bin")).header().payload_crc;
-  CHECK_THROWS_WITH_AS(prepare_tokens(options), has(bad_file.string() + ": not valid UTF-8 (byte 11)"), hylo::Error);
-  CHECK(ShardReader(dir.file("tokens/train.bin")).header().payload_crc == train_crc);
+namespace {
+
+// llm.c's dev/data/data_common.py write_datafile: 256 int32 header (magic, version, count), tokens.
+void write_llmc(const std::string& path, const std::vector<uint16_t>& tokens, int32_t magic = 20240520,
+                int32_t version = 1) {
+  std::vector<int32_t> header(256, 0);
+  header[0] = magic, header[1] = version, header[2] = int32_t(tokens.size());
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(header.data()), 1024);
+  out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+}
+
+}  // namespace
+
+TEST_CASE("shard: llm.c token files are read by their magic, nanoGPT's raw uint16 when named") {
+  TempDir dir("shard_foreign");
+  std::vector<uint16_t> tokens = {50256, 15496, 995, 50256, 40, 716, 13};
+  write_llmc(dir.file("fineweb_val_000000.bin"), tokens);
+  const ShardReader llmc(dir.file("fineweb_val_000000.bin"));
+  CHECK(llmc.format() == ShardFormat::llmc);
+  CHECK(llmc.size() == 7);
+  CHECK(llmc.vocab_size() == 50257);
+  CHECK(llmc.document_count() == 2);
+  CHECK(llmc.token(2) == 995);
+
+  std::vector<uint16_t> long_tokens;
+  for (int k = 0; k < 100; ++k) long_tokens.insert(long_tokens.end(), tokens.begin(), tokens.end());
+  std::ofstream(dir.file("train.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(long_tokens.data()), std::streamsize(long_tokens.size() * 2));
+  CHECK_THROWS_WITH_AS(ShardReader{dir.file("train.bin")}, has("must be named: format nanogpt"), hylo::Error);
+  const ShardReader raw(dir.file("train.bin"), true, ShardFormat::nanogpt);
+  CHECK(raw.size() == 700);
+  CHECK(raw.token(699) == 13);
+  CHECK(raw.document_count() == 200);
+  std::ofstream(dir.file("small.bin"), std::ios::binary).write("\x01\x00", 2);
+  CHECK_THROWS_WITH_AS(ShardReader{dir.file("small.bin")}, has("must be named: format nanogpt"), hylo::Error);
+  CHECK(ShardReader(dir.file("small.bin"), true, ShardFormat::nanogpt).size() == 1);
+
+  write_llmc(dir.file("v2.bin"), tokens, 20240520, 2);
+  CHECK_THROWS_WITH_AS(ShardReader{dir.file("v2.bin")}, has("v2.bin: llm.c token file version 2"), hylo::Error);
+  tokens.push_back(50300);  // beyond GPT-2's vocab
+  write_llmc(dir.file("big.bin"), tokens);
+  CHECK_THROWS_WITH_AS(ShardReader{dir.file("big.bin")},
+                       has("big.bin: token id 50300 at position 7 is outside the shard's vocab [0, 50257)"), hylo::Error);
+  write_llmc(dir.file("short.bin"), tokens);
+  fs::resize_file(dir.file("short.bin"), 1024 + 6);
+  CHECK_THROWS_WITH_AS(ShardReader{dir.file("short.bin")}, has("short.bin: truncated: header says 8 tokens, file holds 3"),
+                       hylo::Error);
 }
