@@ -14,7 +14,7 @@ namespace {
 // Warps of 16 * kMTiles keys; query tiles of kOtherTile rows, consumed 16 queries at a time so that
 // only a 16-query slab of S^T and dP^T is live and the registers go to the dK/dV accumulators.
 // K and V fragments are re-read from shared memory for every slab: the v3 sweep in
-// experiments/results/attention.md found that faster than holding them in registers, and 16 keys
+// experiments/results/attention/LOG.md found that faster than holding them in registers, and 16 keys
 // per warp faster than 32 (which spills), at both head dims: one tiling serves both.
 using DkvTiling = WarpTiling<4, 1, 64, 2>;
 

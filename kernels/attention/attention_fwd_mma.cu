@@ -12,7 +12,7 @@ namespace {
 
 // Tiling (WarpTiling: warps of query rows, key tiles of kOtherTile): hd128 needs twice the
 // registers per row, so 16 rows per warp. The shapes are the fastest of the v3 sweep in
-// experiments/results/attention.md.
+// experiments/results/attention/LOG.md.
 template <int D> struct FwdTraits;
 template <> struct FwdTraits<64> : WarpTiling<4, 2, 64, 2> {};
 template <> struct FwdTraits<128> : WarpTiling<4, 1, 64, 2> {};

@@ -108,13 +108,13 @@ int sm_count() {
 // is at least kMinSplits (on 132 SMs: grids of at most 16 blocks, e.g. batch 1 at H 16), none
 // elsewhere; decode_combine_kernel merges them. Splitting in 2 cost about 1.5 µs a step at 64
 // blocks (PBB ran that much faster unsplit), and at 16 blocks 2 splits lost to both 4 and none.
-// Against the former target of one block per SM (experiments/results/decode.md), PBB + SWA per
+// Against the former target of one block per SM (experiments/results/decode/LOG.md), PBB + SWA per
 // step fell by 2-17% at every batch from 1 to 16 tried (H 16 and Hkv 4); SWA alone was 6-7% slower
 // unsplit at 32 blocks and hd128, where PBB was 10-11% faster. decode_kernel takes only grids of
 // more than 4 blocks per SM: it never splits.
 constexpr int kMinSplits = 4, kMaxSplits = 32;  // kMaxSplits bounds the workspace
 
-// Which kernel serves a shape and how it divides the work (experiments/results/decode.md):
+// Which kernel serves a shape and how it divides the work (experiments/results/decode/LOG.md):
 // - a GQA group: decode_mma_kernel, blocks of up to 8 of its heads (1.03-2.15x faster at batch 64
 //   than two heads per block of decode_kernel, group 2 included);
 // - MHA with at most 4 (sequence, head) slices per SM (batch 32 at H 16): decode_mma_kernel too.

@@ -17,7 +17,7 @@
 // movmatrix per 8 keys, and a head's rescale falls on accumulator columns the thread computed
 // itself. Against two heads per block in the MHA kernel's registers (each row read group / 2
 // times, the repeats from L2), GQA steps at batch 64 ran 1.03-2.15x faster (experiments/results/
-// decode.md).
+// decode/LOG.md).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -30,7 +30,7 @@
 namespace hylo::cuda::decode {
 
 // Rounds of k/v rows each warp has in flight (the kernel's Stages), chosen by decode.cu from the
-// grid (experiments/results/decode.md): 4 (130 KB of shared memory per block at hd128, 1 block per
+// grid (experiments/results/decode/LOG.md): 4 (130 KB of shared memory per block at hd128, 1 block per
 // SM) when the grid fits one block per SM, else 3 (98 KB, 2 per SM). 3 was faster than 2 in runs
 // of steps (GQA Hkv 4 batch 64 hd128 1.19x) and at most 2% slower per step; 4 was faster still in
 // runs at one block per SM, and slower where it made two waves.

@@ -24,7 +24,7 @@
 
 namespace hylo::cuda::decode {
 
-// Defaults from the sweep in experiments/results/decode.md; sweeps rebuild with the macros set.
+// Defaults from the sweep in experiments/results/decode/LOG.md; sweeps rebuild with the macros set.
 #ifndef HYLO_DECODE_KEYS64
 #define HYLO_DECODE_KEYS64 2
 #endif
@@ -150,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) decode_kernel(const Pa
   // its first loads overlapping this grid's merges; its griddepcontrol.wait still waits for this
   // whole grid to finish and its writes to be visible. (Triggered at the block's start instead,
   // the next step's blocks take the SM slots and memory queues early: slower, experiments/results/
-  // decode.md.) A no-op without a dependent launch.
+  // decode/LOG.md.) A no-op without a dependent launch.
   cudaTriggerProgrammaticLaunchCompletion();
 
   // Merge the groups: rescale each to the block's max and sum.

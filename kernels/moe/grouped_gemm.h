@@ -26,7 +26,7 @@ namespace hylo::cuda {
 // exact size (before that the loop queried the cuBLASLt heuristic for every expert of every layer
 // each step and lost in training). In isolation: 8 experts 0.88 vs 0.40 of dense forward; 64 small
 // experts at d 1024 (~5 us products) are bound by the host issuing them, 0.33 vs 0.37
-// (experiments/results/README.md, 2026-11-30).
+// (experiments/results/moe/RECORD.md, 2026-11-30).
 enum class GroupedGemmPath { cublas_grouped, lt_loop };
 void set_grouped_gemm_path(GroupedGemmPath path);
 GroupedGemmPath grouped_gemm_path();

@@ -64,7 +64,7 @@ class FastDiv {
 // 2^31: what the CPU reference loops over and what the CUDA kernels evaluate at the start of every
 // block. pbb's division by the block size is FastDiv's multiply and shift; the general 64-bit
 // division took ~20 dependent instructions there, four times per block, 8% of the pbb forward's
-// warp time (attention.md, v22). tests/cpu/test_attention.cpp checks both bounds against SPEC §1.
+// warp time (experiments/results/attention/LOG.md, v22). tests/cpu/test_attention.cpp checks both bounds against SPEC §1.
 class MaskBounds {
  public:
   MaskBounds() = default;

@@ -42,7 +42,7 @@ static Shape contiguous_strides(const Shape& shape) {
 // glibc serves blocks above its mmap threshold (at most 32 MB) by fresh mappings, so each CPU step
 // page-faulted its logits chunk in anew: 18% of a tiny CPU step in the kernel. From the heap, never
 // trimmed, the blocks are reused: +20% tokens/s, 17% more peak memory (experiments/results/
-// cpu_host_allocator.json).
+// training/cpu_host_allocator_xeon.json).
 void keep_freed_host_memory() {
 #if defined(__GLIBC__)
   static std::once_flag once;

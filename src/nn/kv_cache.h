@@ -63,7 +63,7 @@ class KvSlotMap {
 // multiple of 64, so that consecutive (sequence, head) slices never start a multiple of 64 rows
 // apart. At b = W = 512 rows every block of a decode step reads the same offset of its slice at
 // once and they crowd the same DRAM channels: 520 rows made SWA decode 5-6% and PBB 1-5% faster at
-// batch 64 (experiments/results/decode.md).
+// batch 64 (experiments/results/decode/LOG.md).
 int kv_row_stride(int slots);
 
 // One layer's cache: k and v (B, Hkv, kv_row_stride(S), D) tensors on the model's device, of its compute dtype

@@ -7,7 +7,7 @@
 // beta == 0 overwrites C without reading it (BLAS semantics: NaN garbage in C is ignored).
 // The last bits depend on the buffers' addresses modulo the vector width (where Eigen's packets
 // start): give it Tensor memory (64-byte aligned) or offsets into it, never a std::vector, so that
-// runs which must agree bit for bit do (experiments/results/cpu_isa_x86_64_v3.json).
+// runs which must agree bit for bit do (experiments/results/training/cpu_isa_x86-64-v3_xeon.json).
 #pragma once
 
 namespace hylo::cpu {
