@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <hdf5.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -14,9 +15,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <utility>
 
+#include "checkpoint/file_sum.h"
 #include "core/error.h"
+#include "core/file.h"
 
 namespace fs = std::filesystem;
 
@@ -25,6 +30,12 @@ namespace {
 
 constexpr const char* kFormat = "hylo-checkpoint";
 constexpr int64_t kFormatVersion = 1;
+
+// libhdf5 (1.10) keeps a file whose H5Fclose failed (a full disk while flushing) as a broken but
+// valid id: closing it again, as its atexit handler does, segfaults. So it gets no atexit handler
+// (this must precede the library's first call: hence a static initializer); every file is closed
+// explicitly here, and a process that exits needs no other cleanup from it.
+[[maybe_unused]] const herr_t kNoAtexit = H5dont_atexit();
 
 // H5Eset_auto is per thread in thread-safe builds, so every entry point calls this.
 void silence_hdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -209,14 +220,47 @@ class Writer {
   int64_t count_ = 0;
 };
 
+// More than the file will take: the data, and per dataset a generous allowance for its object
+// header, attributes and link.
+uint64_t estimated_bytes(const CheckpointState& s) {
+  uint64_t bytes = 64 << 10, datasets = 16 + s.meta.size();
+  for (const auto* list : {&s.model, &s.optim_m, &s.optim_v, &s.buffers})
+    for (const NamedTensor& t : *list) {
+      bytes += t.value.defined() ? uint64_t(t.value.nbytes()) : 0;
+      ++datasets;
+    }
+  bytes += (s.rng.size() + s.data_cursor.size()) * 8 + s.config_yaml.size();
+  for (const auto& [key, value] : s.meta) bytes += value.size();
+  return bytes + datasets * 4096;
+}
+
+// Claims the disk space before libhdf5 writes a byte: a full disk (or quota) is then one clear
+// error here, instead of a write failing inside libhdf5 and a file it cannot close. Reserved
+// beyond the end of the file (the size stays), and the close trims what was not used. File systems
+// without fallocate go on unreserved.
+void reserve_space(const std::string& tmp, const std::string& display, const CheckpointState& s) {
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
+  HYLO_CHECK(fd >= 0, "{}: cannot open {}: {}", display, tmp, std::strerror(errno));
+  const uint64_t bytes = estimated_bytes(s);
+  int rc;
+  while ((rc = ::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, off_t(bytes))) != 0 && errno == EINTR) {
+  }
+  const int err = errno;
+  ::close(fd);
+  HYLO_CHECK(rc == 0 || err == EOPNOTSUPP || err == ENOSYS, "{}: cannot reserve {:.1f} MiB for the checkpoint: {} "
+             "(disk full?)", display, double(bytes) / (1 << 20), std::strerror(err));
+}
+
 void write_file(const std::string& tmp, const std::string& display, const CheckpointState& s) {
   H5Obj fcpl = ordered_gcpl(H5P_FILE_CREATE);
+  HYLO_CHECK(H5Pset_userblock(fcpl.get(), kUserBlock) >= 0, "checkpoint: cannot reserve the HDF5 user block");
   H5Obj fapl = file_access();
   // v1.8+ object headers carry their own checksums, so metadata damage is detected too.
   HYLO_CHECK(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST) >= 0,
              "checkpoint: cannot create an HDF5 property list");
   H5Obj file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get()), H5Fclose);
   HYLO_CHECK(file.ok(), "{}: cannot create {} (directory missing or not writable?)", display, tmp);
+  reserve_space(tmp, display, s);
   Writer w(display);
   {  // every object closes before the file, so H5Fclose below really flushes and reports errors
     const hid_t root = file.get();
@@ -250,9 +294,11 @@ void write_file(const std::string& tmp, const std::string& display, const Checkp
 
 class Reader {
  public:
-  // keep: the tensors (else only verified); keep_moments: the AdamW moments too.
-  Reader(std::string path, bool keep, bool keep_moments = true)
-      : path_(std::move(path)), keep_(keep), keep_moments_(keep && keep_moments) {}
+  // keep: the tensors (else only verified); keep_moments: the AdamW moments too; read_data: read
+  // and checksum every tensor even when not kept (else, for a file whose whole-file checksum
+  // already held, only its structure is checked).
+  Reader(std::string path, bool keep, bool keep_moments, bool read_data)
+      : path_(std::move(path)), keep_(keep), keep_moments_(keep && keep_moments), read_data_(keep || read_data) {}
 
   CheckpointState read() {
     open();
@@ -293,9 +339,6 @@ class Reader {
   }
 
   void open() {
-    std::error_code ec;
-    HYLO_CHECK(fs::is_regular_file(path_, ec), "{}: no such checkpoint file", path_);
-    if (fs::file_size(path_, ec) == 0) corrupt("empty file");
     htri_t is_hdf5 = H5Fis_hdf5(path_.c_str());
     HYLO_CHECK(is_hdf5 != 0, "{}: not a hylo checkpoint (not an HDF5 file)", path_);
     if (is_hdf5 < 0) corrupt("unreadable superblock");
@@ -404,6 +447,10 @@ class Reader {
       expect_type(ds.get(), *dt == DType::f32 || *dt == DType::f64 ? H5T_FLOAT : H5T_INTEGER, dtype_size(*dt),
                   where);
       std::vector<hsize_t> dims = dims_of(ds.get(), where);
+      if (!read_data_) {
+        ++verified_;
+        continue;
+      }
       Tensor t = Tensor::empty(Shape(dims.begin(), dims.end()), *dt, Device::cpu, "checkpoint tensor");
       read_into(ds.get(), info.mem_type, t.raw(), t.nbytes(), where);
       verify(ds.get(), where, t.raw(), t.nbytes());
@@ -444,10 +491,20 @@ class Reader {
   }
 
   std::string path_;
-  bool keep_, keep_moments_;
+  bool keep_, keep_moments_, read_data_;
   H5Obj file_;
   int64_t verified_ = 0;
 };
+
+// The step of a writer's temporary file: step_<N>.h5.<pid>-<hex>.tmp (unique_temp_path), or
+// step_<N>.h5.tmp as hylo named them before.
+std::optional<int64_t> temp_checkpoint_step(std::string name) {
+  if (!name.ends_with(".tmp")) return std::nullopt;
+  name.resize(name.size() - 4);
+  if (auto step = checkpoint_step(name)) return step;
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::nullopt : checkpoint_step(name.substr(0, dot));
+}
 
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& run_dir, bool tmp_files) {
   std::vector<std::pair<int64_t, std::string>> found;
@@ -457,8 +514,7 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string p = entry.path().string();
     if (tmp_files) {
-      if (p.size() < 4 || p.compare(p.size() - 4, 4, ".tmp") != 0) continue;
-      if (auto step = checkpoint_step(p.substr(0, p.size() - 4))) found.emplace_back(*step, p);
+      if (auto step = temp_checkpoint_step(entry.path().filename().string())) found.emplace_back(*step, p);
     } else if (auto step = checkpoint_step(p)) {
       found.emplace_back(*step, p);
     }
@@ -467,20 +523,84 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return found;
 }
 
+// A file without the whole-file checksum (written before it existed) is parsed first by a child
+// process: if libhdf5 crashes on its metadata, the child dies and the file is reported, not the run.
+void verify_in_child(const std::string& path) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard lock(mutex);
+    if (warned.insert(path).second)
+      fmt::print(stderr, "warning: {}: no whole-file checksum (written by an older hylo): verified in a child "
+                 "process before it is parsed\n", path);
+  }
+  int fds[2];
+  HYLO_CHECK(::pipe(fds) == 0, "{}: cannot create a pipe to verify it: {}", path, std::strerror(errno));
+  std::fflush(nullptr);  // the child must not flush the parent's buffered output a second time
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    HYLO_FAIL("{}: cannot fork to verify it: {}", path, std::strerror(err));
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    std::string message;
+    try {
+      silence_hdf5();
+      Reader(path, /*keep=*/false, false, /*read_data=*/true).read();
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    for (size_t done = 0; done < message.size();) {
+      const ssize_t n = ::write(fds[1], message.data() + done, message.size() - done);
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    ::_exit(message.empty() ? 0 : 1);  // no atexit handlers: they belong to the parent (MPI, HDF5)
+  }
+  ::close(fds[1]);
+  std::string message;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fds[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    message.append(buffer, size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFSIGNALED(status))
+    HYLO_FAIL("{}: truncated or corrupt HDF5 file (libhdf5 crashed parsing it: signal {})", path, WTERMSIG(status));
+  HYLO_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "{}",
+             message.empty() ? fmt::format("{}: cannot verify (the verifier exited with status {})", path, status)
+                             : message);
+}
+
+// The file's bytes are those written (or, for an old file, parse without crashing libhdf5);
+// returns whether the whole-file checksum proved it.
+bool prove_intact(const std::string& path) {
+  if (check_file_sum(path) == FileSum::verified) return true;
+  verify_in_child(path);
+  return false;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
 
 void save_checkpoint(const std::string& path, const CheckpointState& state) {
   silence_hdf5();
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = unique_temp_path(path);
   const fs::path parent = fs::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) fs::create_directories(parent, ec);
   HYLO_CHECK(!ec, "{}: cannot create directory {}: {}", path, parent.string(), ec.message());
   try {
     write_file(tmp, path, state);
-    fsync_path(tmp, false);  // data on disk before the rename makes it visible
+    write_file_sum(tmp, path);  // and fsyncs: data on disk before the rename makes it visible
   } catch (...) {
     fs::remove(tmp, ec);
     throw;
@@ -492,12 +612,14 @@ void save_checkpoint(const std::string& path, const CheckpointState& state) {
 
 CheckpointState load_checkpoint(const std::string& path, bool moments) {
   silence_hdf5();
-  return Reader(path, /*keep=*/true, moments).read();
+  prove_intact(path);
+  return Reader(path, /*keep=*/true, moments, /*read_data=*/true).read();
 }
 
 void verify_checkpoint(const std::string& path) {
   silence_hdf5();
-  Reader(path, /*keep=*/false).read();
+  // An old file was read whole by the child; a checksummed one needs only its structure checked.
+  if (prove_intact(path)) Reader(path, /*keep=*/false, false, /*read_data=*/false).read();
 }
 
 std::string checkpoint_path(const std::string& run_dir, int64_t step) {
@@ -545,19 +667,18 @@ void prune_checkpoints(const std::string& run_dir, int64_t keep_last) {
 std::vector<std::string> set_aside_checkpoints_after(const std::string& run_dir, int64_t step) {
   std::vector<std::string> moved;
   const fs::path aside = fs::path(run_dir) / "checkpoints" / "superseded";
-  for (const bool tmp_files : {false, true})
-    for (const auto& [n, path] : list_checkpoints(run_dir, tmp_files)) {
-      if (n <= step) continue;
-      std::error_code ec;
-      fs::create_directories(aside, ec);
-      HYLO_CHECK(!ec, "{}: cannot create directory: {}", aside.string(), ec.message());
-      const std::string name = fs::path(path).filename().string();
-      fs::path target = aside / name;
-      for (int k = 1; fs::exists(target, ec); ++k) target = aside / fmt::format("{}.{}", name, k);  // an earlier set-aside
-      fs::rename(path, target, ec);
-      HYLO_CHECK(!ec, "{}: cannot move into {}: {}", path, aside.string(), ec.message());
-      moved.push_back(name);
-    }
+  for (const auto& [n, path] : list_checkpoints(run_dir, /*tmp_files=*/false)) {
+    if (n <= step) continue;
+    std::error_code ec;
+    fs::create_directories(aside, ec);
+    HYLO_CHECK(!ec, "{}: cannot create directory: {}", aside.string(), ec.message());
+    const std::string name = fs::path(path).filename().string();
+    fs::path target = aside / name;
+    for (int k = 1; fs::exists(target, ec); ++k) target = aside / fmt::format("{}.{}", name, k);  // an earlier set-aside
+    fs::rename(path, target, ec);
+    HYLO_CHECK(!ec, "{}: cannot move into {}: {}", path, aside.string(), ec.message());
+    moved.push_back(name);
+  }
   return moved;
 }
 

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 
 #include "core/error.h"
@@ -21,13 +23,20 @@ std::optional<std::string> read_file(const std::string& path) {
   return text.str();
 }
 
+std::string unique_temp_path(const std::string& path) {
+  static std::mt19937_64 random{std::random_device{}() ^ uint64_t(::getpid()) << 32};
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  return fmt::format("{}.{}-{:08x}.tmp", path, ::getpid(), uint32_t(random()));
+}
+
 void write_file_atomic(const std::string& path, const std::string& content) {
   write_file_atomic(path, std::vector<std::string_view>{content});
 }
 
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& pieces) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const std::string tmp = unique_temp_path(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   HYLO_CHECK(fd >= 0, "{}: cannot create: {}", tmp, std::strerror(errno));
   for (std::string_view content : pieces) {
     size_t done = 0;

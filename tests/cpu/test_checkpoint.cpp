@@ -162,21 +162,32 @@ TEST_CASE("checkpoint: save/load round trip is bit-exact, names with dots, order
   CHECK_FALSE(fs::exists(path + ".bad.tmp"));
 }
 
-TEST_CASE("checkpoint: a flipped data byte is reported as a checksum mismatch in that dataset") {
+TEST_CASE("checkpoint: a flipped data byte fails the whole-file checksum; in a file without it (older hylo), the "
+          "dataset's checksum names the dataset") {
   TempDir dir("ckpt_crc");
   const std::string path = checkpoint_path(dir.str(), 20);
   save_checkpoint(path, sample_state(20));
   flip_byte(path, data_offset(path, "/model/blocks.0.attn.wq") + 13);
+  CHECK(error_of([&] { load_checkpoint(path); }).starts_with(path + ": truncated or corrupt HDF5 file (whole-file "
+                                                              "checksum mismatch"));
+  // From here on the files are as an older hylo wrote them: no user block, no whole-file checksum.
+  auto save_old = [&](const CheckpointState& s) {
+    save_checkpoint(path, s);
+    const std::string bytes = read_file(path).value();
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(512);
+  };
+  save_old(sample_state(20));
+  flip_byte(path, data_offset(path, "/model/blocks.0.attn.wq") + 13);
   CHECK(error_of([&] { load_checkpoint(path); }) == path + ": checksum mismatch in /model/blocks.0.attn.wq");
   CHECK(error_of([&] { verify_checkpoint(path); }) == path + ": checksum mismatch in /model/blocks.0.attn.wq");
 
-  save_checkpoint(path, sample_state(20));
+  save_old(sample_state(20));
   flip_byte(path, data_offset(path, "/optim/v/blocks.10.ffn.w1"));
   CHECK(error_of([&] { load_checkpoint(path); }) == path + ": checksum mismatch in /optim/v/blocks.10.ffn.w1");
   // Moments not kept are still verified.
   CHECK(error_of([&] { load_checkpoint(path, false); }) == path + ": checksum mismatch in /optim/v/blocks.10.ffn.w1");
 
-  save_checkpoint(path, sample_state(20));
+  save_old(sample_state(20));
   flip_byte(path, data_offset(path, "/data/cursor") + 2);
   CHECK(error_of([&] { load_checkpoint(path); }) == path + ": checksum mismatch in /data/cursor");
 }
@@ -258,7 +269,15 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint 
   CheckpointState big;
   big.step = 2;
   for (int i = 0; i < 50; ++i) big.model.push_back({fmt::format("blocks.{}.w", i), ramp({1024, 1024}, float(i))});
-  const std::string target = checkpoint_path(dir.str(), 2), tmp = target + ".tmp";
+  const std::string target = checkpoint_path(dir.str(), 2);
+  // The writer's own temporary name (unique_temp_path): step_2.h5.<pid>-<hex>.tmp.
+  auto temp_file = [&] {
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(dir.path / "checkpoints", ec))
+      if (entry.path().string().starts_with(target + ".") && entry.path().string().ends_with(".tmp"))
+        return entry.path().string();
+    return std::string();
+  };
 
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);
@@ -272,9 +291,11 @@ TEST_CASE("checkpoint: a writer killed mid-write leaves the previous checkpoint 
   }
   // Kill once the writer is visibly in the middle of the file (not before it started).
   bool mid_write = false;
+  std::string tmp;
   for (int i = 0; i < 30000 && !mid_write; ++i) {
     std::error_code ec;
-    mid_write = fs::file_size(tmp, ec) > (8u << 20) && !ec;
+    if (tmp.empty()) tmp = temp_file();
+    mid_write = !tmp.empty() && fs::file_size(tmp, ec) > (8u << 20) && !ec;
     if (!mid_write) ::usleep(500);
   }
   ::kill(pid, SIGKILL);
