@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "core/error.h"
@@ -81,15 +82,20 @@ KvSlotMap slot_map_for(const AttnMask& mask, int max_len) {
 
 }  // namespace
 
-Generator::Generator(const Transformer& model, int max_len, int vocab_valid) : model_(model), vocab_valid_(vocab_valid) {
+Generator::Generator(const Transformer& model, int64_t max_len, int vocab_valid)
+    : model_(model), vocab_valid_(vocab_valid) {
   HYLO_CHECK(max_len >= 1, "generate: max length must be >= 1, got {}", max_len);
+  // Cache slots and positions are int: a longer request would wrap into a negative length.
+  HYLO_CHECK(max_len <= std::numeric_limits<int32_t>::max(),
+             "generate: {} positions (prompt + new tokens) exceed the longest sequence the caches hold ({})", max_len,
+             std::numeric_limits<int32_t>::max());
   HYLO_CHECK(vocab_valid >= 1 && vocab_valid <= model.config().vocab_size,
              "generate: valid vocabulary {} outside [1, model vocab_size {}]", vocab_valid, model.config().vocab_size);
   // The caches hold k/v in the model's compute dtype on its device: what its projections produce.
   const Tensor& embed = model.parameters().front().var.value();
   const ModelConfig& c = model.config();
   for (int l = 0; l < model.n_layers(); ++l)
-    caches_.emplace_back(slot_map_for(model.layer_mask(l), max_len), 1, c.kv_heads(), c.head_dim(), embed.dtype(),
+    caches_.emplace_back(slot_map_for(model.layer_mask(l), int(max_len)), 1, c.kv_heads(), c.head_dim(), embed.dtype(),
                          embed.device());
 }
 

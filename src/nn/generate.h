@@ -45,9 +45,10 @@ struct LayerCacheInfo {
 class Generator {
  public:
   // `model` must outlive the generator; decoding runs on its parameters' device. max_len: the
-  // longest sequence (prompt + new tokens) the full-attention caches must hold.
+  // longest sequence (prompt + new tokens) the full-attention caches must hold, at most INT32_MAX
+  // (int64_t so that a caller's sum cannot wrap before it is checked).
   // vocab_valid: logits of ids >= vocab_valid (embedding padding) are never returned.
-  Generator(const Transformer& model, int max_len, int vocab_valid);
+  Generator(const Transformer& model, int64_t max_len, int vocab_valid);
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
 
