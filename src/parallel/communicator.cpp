@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "parallel/launch_guard.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/single_process.h"
 
@@ -37,7 +38,10 @@ void init_mpi_once() {
 // Under a launcher even a job of one rank takes the MPI (or NCCL) path: `mpirun -np 1` runs on a
 // single GPU everything a larger job runs.
 std::unique_ptr<Communicator> connect(Device device) {
-  if (!started_by_mpi_launcher()) return std::make_unique<SingleProcess>();
+  if (!started_by_mpi_launcher()) {
+    check_launch();  // one of several srun tasks that MPI does not connect
+    return std::make_unique<SingleProcess>();
+  }
   init_mpi_once();
   if (device == Device::cpu) return std::make_unique<MpiCommunicator>();
 #if HYLO_WITH_CUDA

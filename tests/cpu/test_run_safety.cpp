@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_sum.h"
@@ -20,6 +21,7 @@
 #include "core/error.h"
 #include "core/file.h"
 #include "core/rng.h"
+#include "parallel/launch_guard.h"
 #include "error_of.h"
 
 namespace fs = std::filesystem;
@@ -265,4 +267,25 @@ TEST_CASE("file: temporary names are unique per writer and end in .tmp") {
   CHECK(a != b);
   CHECK(a.starts_with(fmt::format("runs/x/config.yaml.{}-", ::getpid())));
   CHECK(a.ends_with(".tmp"));
+}
+
+TEST_CASE("launch guard: several srun tasks without MPI are refused with the srun and mpirun lines to use") {
+  auto env_of = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  const std::string command = "build/hylo train configs/tiny.yaml --resume auto";
+  CHECK(dist::unconnected_launch(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_NTASKS", "2"}}), command) ==
+        "srun started 2 tasks without MPI (no PMIX_RANK, PMI_RANK or OMPI_COMM_WORLD_RANK: srun --mpi=none?), so each "
+        "would train alone into the same run directory; launch with `srun --mpi=pmix -n 2 build/hylo train "
+        "configs/tiny.yaml --resume auto` (`srun --mpi=list` shows the plugins) or, inside the allocation, `mpirun -np 2 "
+        "build/hylo train configs/tiny.yaml --resume auto`");
+  // One task, the batch script itself (SLURM_NTASKS without a step), or a launcher that connects the ranks: fine.
+  CHECK(dist::unconnected_launch(env_of({{"SLURM_STEP_NUM_TASKS", "1"}}), command).empty());
+  CHECK(dist::unconnected_launch(env_of({{"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}}), command).empty());
+  for (const char* launcher : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
+    CHECK(dist::unconnected_launch(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {launcher, "1"}}), command).empty());
+  CHECK(dist::unconnected_launch(env_of({}), command).empty());
 }
