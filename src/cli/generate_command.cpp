@@ -52,7 +52,8 @@ int run_generate(GenerateOptions o) {
   for (int32_t id : prompt)
     HYLO_CHECK(id < vocab_valid, "generate: prompt token {} is outside the model's vocabulary of {}", id, vocab_valid);
 
-  Generator generator(model, int(prompt.size()) + std::max(1, o.max_new_tokens), vocab_valid);
+  // In int64_t: near INT_MAX the int sum would wrap negative; the generator names the limit.
+  Generator generator(model, int64_t(prompt.size()) + std::max(1, o.max_new_tokens), vocab_valid);
   Rng rng{o.seed, 0, 0};
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

@@ -277,9 +277,14 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   const CommandResult bad_number = run(on_cpu + " --temperature warm");
   CHECK(bad_number.exit_code != 0);
   CHECK(bad_number.output.find("generate: --temperature needs a number, got 'warm'") != std::string::npos);
+  // Near INT_MAX the prompt + new tokens do not wrap into a negative length: one line naming the limit.
+  const CommandResult huge = run(on_cpu + " --max-new-tokens 2147483647");
+  CHECK(huge.exit_code != 0);
+  CHECK(huge.output.find("generate: 2147483651 positions (prompt + new tokens) exceed the longest sequence the caches "
+                         "hold (2147483647)") != std::string::npos);
   const CommandResult bad_device = run(base + " --device tpu");
   CHECK(bad_device.exit_code != 0);
-  CHECK(bad_device.output.find("--device: expected cpu or cuda") != std::string::npos);
+  CHECK(bad_device.output.find("generate: --device must be cpu or cuda, got 'tpu'") != std::string::npos);
 #if !HYLO_WITH_CUDA
   // Without CUDA the config's device falls back to the CPU, saying so; asking for cuda fails.
   const CommandResult fallback = run(base + " --max-new-tokens 12");
