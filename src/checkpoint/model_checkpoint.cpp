@@ -1,6 +1,7 @@
 #include "checkpoint/model_checkpoint.h"
 
 #include <filesystem>
+#include <set>
 
 #include "checkpoint/buffers.h"
 
@@ -8,8 +9,20 @@ namespace hylo {
 
 std::vector<Tensor> checkpoint_tensors(const std::vector<NamedTensor>& saved, const ParamList& params,
                                        const std::string& path, const char* group) {
-  HYLO_CHECK(saved.size() == params.size(), "{}: {} holds {} tensors, the model has {} parameters", path, group,
-             saved.size(), params.size());
+  if (saved.size() != params.size()) {
+    // Name what is missing (or extra): a count alone sends the user comparing two lists by hand.
+    std::set<std::string> names;
+    for (const NamedTensor& t : saved) names.insert(t.name);
+    for (const Parameter& p : params)
+      HYLO_CHECK(names.count(p.name), "{}: {}/{} is missing (the checkpoint holds {} tensors there, the model has {} "
+                 "parameters)", path, group, p.name, saved.size(), params.size());
+    std::set<std::string> wanted;
+    for (const Parameter& p : params) wanted.insert(p.name);
+    for (const NamedTensor& t : saved)
+      HYLO_CHECK(wanted.count(t.name), "{}: {}/{} is not a parameter of this model (the checkpoint holds {} tensors "
+                 "there, the model has {} parameters)", path, group, t.name, saved.size(), params.size());
+    HYLO_FAIL("{}: {} holds {} tensors, the model has {} parameters", path, group, saved.size(), params.size());
+  }
   std::vector<Tensor> values;
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& value = saved[i].value;

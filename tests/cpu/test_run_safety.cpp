@@ -16,6 +16,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/file_sum.h"
+#include "checkpoint/model_checkpoint.h"
 #include "checkpoint/run_dir.h"
 #include "checkpoint/run_lock.h"
 #include "core/error.h"
@@ -288,4 +289,21 @@ TEST_CASE("launch guard: several srun tasks without MPI are refused with the sru
   for (const char* launcher : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
     CHECK(dist::unconnected_launch(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {launcher, "1"}}), command).empty());
   CHECK(dist::unconnected_launch(env_of({}), command).empty());
+}
+
+TEST_CASE("checkpoint: a tensor missing from (or extra in) a checkpoint is named") {
+  ParamList params;
+  for (const char* name : {"embed.weight", "blocks.0.attn.wq", "final_norm.weight"})
+    make_parameter(params, name, {4}, 0.02, true, 1);
+  std::vector<NamedTensor> saved;
+  for (const Parameter& p : params) saved.push_back({p.name, p.var.value()});
+  CHECK(checkpoint_tensors(saved, params, "c.h5", "/model").size() == 3);
+  std::vector<NamedTensor> short_of_one = {saved[0], saved[2]};
+  CHECK(error_of([&] { checkpoint_tensors(short_of_one, params, "c.h5", "/model"); }) ==
+        "c.h5: /model/blocks.0.attn.wq is missing (the checkpoint holds 2 tensors there, the model has 3 parameters)");
+  std::vector<NamedTensor> one_extra = saved;
+  one_extra.push_back({"blocks.1.attn.wq", saved[1].value});
+  CHECK(error_of([&] { checkpoint_tensors(one_extra, params, "c.h5", "/optim/m"); }) ==
+        "c.h5: /optim/m/blocks.1.attn.wq is not a parameter of this model (the checkpoint holds 4 tensors there, the "
+        "model has 3 parameters)");
 }
