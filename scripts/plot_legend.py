@@ -5,7 +5,7 @@ name that the runs of one configuration share across seeds."""
 
 
 def seed_group(name):
-    # `hylo report` over several seeds names each run "NAME (seed N)" (src/cli/report_command.cpp).
+    # `hylo report` over several seeds names each run "NAME (seed N)" (src/sweep/report.cpp).
     return name.split(" (seed ")[0]
 
 

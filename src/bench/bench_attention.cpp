@@ -4,21 +4,17 @@
 // --iters N times exactly N calls after --warmup calls instead (for profilers). Inputs are random
 // bf16 (never zeros, which would hide indexing bugs), tiled from a 1 Mi-value pattern so that filling gigabytes costs no
 // host time.
-#include "bench/bench_json.h"
-#include "bench/bench_mask_flags.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
+#include "bench/bench_table.h"
 #include "core/error.h"
 #include "ops/cpu/attention.h"
 #include "attn/mask.h"
@@ -35,39 +31,7 @@
 namespace hylo {
 namespace {
 
-struct BenchOptions : MaskBenchFlags {
-  BenchOptions() : MaskBenchFlags(0, 3) {}  // iters 0: do_bench's time-based method
-  std::vector<std::string> kinds{"pbb"};
-  std::vector<int> Ts{4096}, hds{128};
-  int B = 4;
-};
-
-BenchOptions parse_options(const std::vector<std::string>& args) {
-  BenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    const std::string& value = flag_value(args, i, "bench attention");
-    if (o.take("bench attention", flag, value)) continue;
-    if (flag == "--kind") {
-      o.kinds = split_commas(value);
-      for (const auto& k : o.kinds)
-        HYLO_CHECK(k == "pbb" || k == "swa" || k == "full", "bench attention: --kind must be pbb, swa or full, got '{}'",
-                   k);
-    } else if (flag == "--T") {
-      o.Ts = parse_int_list("bench attention", flag, value);
-    } else if (flag == "--hd") {
-      o.hds = parse_int_list("bench attention", flag, value);
-    } else if (flag == "--B") {
-      o.B = parse_positive_int("bench attention", flag, value);
-    } else {
-      HYLO_FAIL("bench attention: unknown flag '{}' (see --kind --block --bridge --window --T --hd --B --H --Hkv "
-                "--iters --warmup --json)",
-                flag);
-    }
-  }
-  o.check("bench attention");
-  return o;
-}
+using BenchOptions = AttentionBenchOptions;
 
 #if HYLO_WITH_CUDA
 
@@ -102,19 +66,25 @@ std::string timing_label(const BenchOptions& o) {
   return fmt::format("median of {} calls after {} warm-up", o.iters, o.warmup);
 }
 
-struct BenchRow {
-  std::string mask;
-  int hd = 0, T = 0;
-  int64_t pairs = 0;
-  double fwd_ms = 0, bwd_ms = 0, fwdbwd_ms = 0;
-  double fwd_tflops = 0, fwdbwd_tflops = 0, fwd_dense_tflops = 0, fwdbwd_dense_tflops = 0;
+const std::vector<bench::Column> kColumns = {
+    {"mask", "mask", 14, -1, true, true},
+    {"D", "D", 4},
+    {"T", "T", 6},
+    {"visited_pairs", "pairs", 12},
+    {"fwd_ms", "fwd ms", 9, 4, true, false, true},
+    {"fwd_tflops", "TF/s", 7, 1},
+    {"fwd_dense_tflops", "dense", 7, 1},
+    {"bwd_ms", "bwd ms", 9, 4, true, false, true},
+    {"fwdbwd_ms", "f+b ms", 9, 4, true, false, true},
+    {"fwdbwd_tflops", "TF/s", 7, 1},
+    {"fwdbwd_dense_tflops", "dense", 7, 1},
 };
 
-BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T, const std::vector<bf16>& pattern,
+nlohmann::json bench_one(const BenchOptions& o, const std::string& kind, int hd, int T, const std::vector<bf16>& pattern,
                    cudaStream_t stream) {
-  const AttnShape sh{o.B, T, o.H, o.Hkv, hd};
+  const AttnShape sh{o.B, T, o.H, o.kv_heads(), hd};
   const AttnMask mask = make_mask(kind, o);
-  const size_t nq = size_t(o.B) * T * o.H * hd, nkv = size_t(o.B) * T * o.Hkv * hd;
+  const size_t nq = size_t(o.B) * T * o.H * hd, nkv = size_t(o.B) * T * o.kv_heads() * hd;
   DeviceArray<bf16> q(nq, "q"), k(nkv, "k"), v(nkv, "v"), out(nq, "out"), dout(nq, "dout"), dq(nq, "dq"),
       dk(nkv, "dk"), dv(nkv, "dv");
   DeviceArray<float> lse(size_t(o.B) * o.H * T, "lse");
@@ -130,49 +100,34 @@ BenchRow bench_one(const BenchOptions& o, const std::string& kind, int hd, int T
     cuda::attention_backward(sh, mask, q.ptr, k.ptr, v.ptr, out.ptr, lse.ptr, dout.ptr, dq.ptr, dk.ptr, dv.ptr,
                              work.ptr, stream);
   };
-  BenchRow row;
-  row.mask = mask_label(kind, o);
-  row.hd = hd;
-  row.T = T;
-  row.pairs = visited_pairs(mask, T);
-  row.fwd_ms = median_ms(forward, o, stream);
-  row.bwd_ms = median_ms(backward, o, stream);
-  row.fwdbwd_ms = median_ms([&] {
+  const int64_t pairs = visited_pairs(mask, T);
+  const double fwd_ms = median_ms(forward, o, stream);
+  const double bwd_ms = median_ms(backward, o, stream);
+  const double fwdbwd_ms = median_ms([&] {
     forward();
     backward();
   }, o, stream);
-  const double fwd_flops = 4.0 * o.B * o.H * hd * double(row.pairs);
+  const double fwd_flops = 4.0 * o.B * o.H * hd * double(pairs);
   const double dense_flops = 4.0 * o.B * o.H * hd * double(T) * T;
-  row.fwd_tflops = fwd_flops / (row.fwd_ms * 1e-3) / 1e12;
-  row.fwdbwd_tflops = 3.5 * fwd_flops / (row.fwdbwd_ms * 1e-3) / 1e12;
-  row.fwd_dense_tflops = dense_flops / (row.fwd_ms * 1e-3) / 1e12;
-  row.fwdbwd_dense_tflops = 3.5 * dense_flops / (row.fwdbwd_ms * 1e-3) / 1e12;
-  return row;
-}
-
-void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
-                const std::vector<BenchRow>& rows) {
-  BenchJson json{"attention", device, "",
-                 fmt::format("{{\"B\": {}, \"H\": {}, \"Hkv\": {}, \"timing\": \"CUDA events, {}\", \"flops\": "
-                             "\"fwd = 4*B*H*D*visited_pairs; fwd+bwd = 3.5*fwd; dense = same with T*T pairs\"}}",
-                             o.B, o.H, o.Hkv, timing_label(o)),
-                 {}};
-  for (const BenchRow& r : rows)
-    json.rows.push_back(fmt::format(
-        "{{\"mask\": \"{}\", \"D\": {}, \"T\": {}, \"visited_pairs\": {}, \"fwd_ms\": {:.4f}, \"bwd_ms\": {:.4f}, "
-        "\"fwdbwd_ms\": {:.4f}, \"fwd_tflops\": {:.1f}, \"fwdbwd_tflops\": {:.1f}, \"fwd_dense_tflops\": {:.1f}, "
-        "\"fwdbwd_dense_tflops\": {:.1f}}}",
-        r.mask, r.hd, r.T, r.pairs, r.fwd_ms, r.bwd_ms, r.fwdbwd_ms, r.fwd_tflops, r.fwdbwd_tflops,
-        r.fwd_dense_tflops, r.fwdbwd_dense_tflops));
-  write_bench_json(path, json);
+  return {{"mask", mask_label(kind, o)},
+          {"D", hd},
+          {"T", T},
+          {"visited_pairs", pairs},
+          {"fwd_ms", fwd_ms},
+          {"bwd_ms", bwd_ms},
+          {"fwdbwd_ms", fwdbwd_ms},
+          {"fwd_tflops", fwd_flops / (fwd_ms * 1e-3) / 1e12},
+          {"fwdbwd_tflops", 3.5 * fwd_flops / (fwdbwd_ms * 1e-3) / 1e12},
+          {"fwd_dense_tflops", dense_flops / (fwd_ms * 1e-3) / 1e12},
+          {"fwdbwd_dense_tflops", 3.5 * dense_flops / (fwdbwd_ms * 1e-3) / 1e12}};
 }
 
 #endif  // HYLO_WITH_CUDA
 
 }  // namespace
 
-int run_bench_attention(const std::vector<std::string>& args) {
-  const BenchOptions o = parse_options(args);
+int run_bench_attention(const AttentionBenchOptions& o) {
+  check_mask_options(o, "bench attention");
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("bench attention: built without CUDA (configure with -DHYLO_CUDA=ON)");
 #else
@@ -181,22 +136,20 @@ int run_bench_attention(const std::vector<std::string>& args) {
   cuda_ok(cudaStreamCreate(&stream), "stream");
 
   std::printf("attention bench on %s: B=%d H=%d Hkv=%d, %s (TF/s count visited pairs; dense = T*T)\n",
-              dev.prop.name, o.B, o.H, o.Hkv, timing_label(o).c_str());
-  std::printf("%-14s %4s %6s %12s | %9s %7s %7s | %9s | %9s %7s %7s\n", "mask", "D", "T", "pairs", "fwd ms", "TF/s",
-              "dense", "bwd ms", "f+b ms", "TF/s", "dense");
-  std::vector<BenchRow> rows;
+              dev.prop.name, o.B, o.H, o.kv_heads(), timing_label(o).c_str());
+  bench::Table table(kColumns);
+  table.print_header();
   for (int hd : o.hds)
     for (int T : o.Ts)
-      for (const auto& kind : o.kinds) {
-        const BenchRow r = bench_one(o, kind, hd, T, dev.pattern, stream);
-        std::printf("%-14s %4d %6d %12lld | %9.3f %7.1f %7.1f | %9.3f | %9.3f %7.1f %7.1f\n", r.mask.c_str(), r.hd,
-                    r.T, (long long)r.pairs, r.fwd_ms, r.fwd_tflops, r.fwd_dense_tflops, r.bwd_ms, r.fwdbwd_ms,
-                    r.fwdbwd_tflops, r.fwdbwd_dense_tflops);
-        std::fflush(stdout);
-        rows.push_back(r);
-      }
+      for (const auto& kind : o.kinds) table.add(bench_one(o, kind, hd, T, dev.pattern, stream));
   cudaStreamDestroy(stream);
-  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, rows);
+  if (!o.json.empty())
+    table.write_json(o.json, "attention", dev.prop.name,
+                     {{"B", o.B},
+                      {"H", o.H},
+                      {"Hkv", o.kv_heads()},
+                      {"timing", "CUDA events, " + timing_label(o)},
+                      {"flops", "fwd = 4*B*H*D*visited_pairs; fwd+bwd = 3.5*fwd; dense = same with T*T pairs"}});
   return 0;
 #endif
 }

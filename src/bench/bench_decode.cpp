@@ -9,22 +9,18 @@
 // Second figure, "run": whole runs of consecutive steps (PBB every block offset, SWA every ring
 // position) under one event pair, the tokens/s a decode loop sustains: no event records between
 // steps; the stream is held until the host has queued them all (decode_run_us).
-#include "bench/bench_json.h"
-#include "bench/bench_mask_flags.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
-
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
+#include "bench/bench_table.h"
 #include "core/error.h"
 #include "nn/kv_cache.h"
 #include "ops/cpu/decode_attention.h"
@@ -41,29 +37,7 @@
 namespace hylo {
 namespace {
 
-struct DecodeOptions : MaskBenchFlags {
-  DecodeOptions() : MaskBenchFlags(10, 2) {}
-  std::vector<int> batches{16, 64}, hds{64, 128};
-};
-
-DecodeOptions parse_options(const std::vector<std::string>& args) {
-  DecodeOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    const std::string& value = flag_value(args, i, "bench decode");
-    if (o.take("bench decode", flag, value)) continue;
-    if (flag == "--batch")
-      o.batches = parse_int_list("bench decode", flag, value);
-    else if (flag == "--hd")
-      o.hds = parse_int_list("bench decode", flag, value);
-    else
-      HYLO_FAIL("bench decode: unknown flag '{}' (see --batch --hd --block --bridge --window --H --Hkv --iters "
-                "--warmup --json)",
-                flag);
-  }
-  o.check("bench decode");
-  return o;
-}
+using DecodeOptions = DecodeBenchOptions;
 
 #if HYLO_WITH_CUDA
 
@@ -154,9 +128,10 @@ DecodeRow bench_one(const DecodeOptions& o, int B, int hd, const std::vector<bf1
                     cudaStream_t stream) {
   const int b = o.block, w = o.bridge, W = o.window;
   // Caches laid out as nn/kv_cache.h stores them (rows per (sequence, head): kv_row_stride).
-  const DecodeShape pbb_sh{B, o.H, o.Hkv, hd, kv_row_stride(b)}, ring_sh{B, o.H, o.Hkv, hd, kv_row_stride(W)},
-      lin_sh{B, o.H, o.Hkv, hd, kv_row_stride(2 * W)};
-  const size_t row_bytes = size_t(B) * o.Hkv * hd * 2 * 2;  // one key position: k and v, every sequence and head
+  const int Hkv = o.kv_heads();
+  const DecodeShape pbb_sh{B, o.H, Hkv, hd, kv_row_stride(b)}, ring_sh{B, o.H, Hkv, hd, kv_row_stride(W)},
+      lin_sh{B, o.H, Hkv, hd, kv_row_stride(2 * W)};
+  const size_t row_bytes = size_t(B) * Hkv * hd * 2 * 2;  // one key position: k and v, every sequence and head
   CacheCopies pbb(pbb_sh, rotation_copies(row_bytes * std::min(w, b), l2_bytes), pattern, stream);
   CacheCopies ring(ring_sh, rotation_copies(row_bytes * W, l2_bytes), pattern, stream);
   CacheCopies lin(lin_sh, rotation_copies(row_bytes * W, l2_bytes), pattern, stream);
@@ -245,45 +220,91 @@ double copy_rate_tbps(cudaStream_t stream) {
   return 2.0 * bytes / (us * 1e-6) / 1e12;
 }
 
-void write_json(const std::string& path, const DecodeOptions& o, const std::string& device, double copy_tbps,
-                const std::vector<DecodeRow>& rows) {
-  BenchJson json{
-      "decode", device, fmt::format("\"copy_TBps\": {:.3f}", copy_tbps),
-      fmt::format("{{\"H\": {}, \"Hkv\": {}, \"pbb_b\": {}, \"pbb_w\": {}, \"swa_W\": {}, \"iters\": {}, "
-                  "\"warmup\": {}, \"dtype\": \"bf16 cache, fp32 softmax\", \"timing\": \"CUDA events per step "
-                  "(decode + split combine), median; launches queued behind a GPU-side delay; caches rotated over "
-                  "copies holding >= 4x L2 of live bytes\", \"run\": \"per step of a run of consecutive steps "
-                  "(pbb: all b offsets, swa: all W ring positions) under one event pair, median of iters runs\", "
-                  "\"pbb\": \"mean over all b block offsets at t = b + r\", "
-                  "\"swa_linear\": \"core (W keys) + compaction (W-1 rows) / (W+1)\", \"gbps\": \"live k+v bytes "
-                  "read / step time\"}}",
-                  o.H, o.Hkv, o.block, o.bridge, o.window, o.iters, o.warmup),
-      {}};
-  for (const DecodeRow& r : rows)
-    json.rows.push_back(fmt::format(
-        "{{\"batch\": {}, \"D\": {}, \"pbb_us\": {:.2f}, \"pbb_us_min\": {:.2f}, \"pbb_us_max\": {:.2f}, "
-        "\"pbb_avg_keys\": {:.3f}, \"swa_us\": {:.2f}, \"swa_linear_us\": {:.2f}, \"swa_linear_core_us\": {:.2f}, "
-        "\"swa_linear_compaction_us\": {:.2f}, \"pbb_tok_s\": {:.0f}, \"swa_tok_s\": {:.0f}, "
-        "\"swa_linear_tok_s\": {:.0f}, \"ratio_pbb_swa\": {:.3f}, \"kv_bytes_pbb\": {}, \"kv_bytes_swa\": {}, "
-        "\"kv_bytes_swa_linear\": {}, \"pbb_GBps\": {:.0f}, \"swa_GBps\": {:.0f}, \"swa_linear_core_GBps\": {:.0f}, "
-        "\"splits_pbb_max\": {}, \"splits_swa\": {}, \"pbb_us_by_r16\": [{:.2f}], \"pbb_run_us\": {:.2f}, "
-        "\"swa_run_us\": {:.2f}, \"ratio_run\": {:.3f}, \"floor_us\": {:.2f}, \"floor_run_us\": {:.2f}, "
-        "\"ratio_bound\": {:.3f}, \"ratio_run_bound\": {:.3f}}}",
-        r.batch, r.hd, r.pbb_us, r.pbb_us_min, r.pbb_us_max, r.pbb_avg_keys, r.swa_us, r.lin_us, r.lin_core_us,
-        r.lin_move_us, r.batch / (r.pbb_us * 1e-6), r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6),
-        r.ratio(), r.pbb_bytes, r.swa_bytes, r.lin_bytes, r.pbb_gbps, r.swa_gbps, r.lin_core_gbps, r.splits_pbb_max,
-        r.splits_swa, fmt::join(r.pbb_us_bins, ", "), r.pbb_run_us, r.swa_run_us, r.run_ratio(), r.floor_us,
-        r.floor_run_us, r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window),
-        r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window)));
-  write_bench_json(path, json);
+// The table shows the step costs, their ratio, the run and floor figures and the KV sizes; the
+// JSON has every field.
+const std::vector<bench::Column> kColumns = {
+    {"batch", "batch", 5},
+    {"D", "D", 4},
+    {"pbb_us", "pbb us", 8, 2, true, false, true},
+    {"pbb_us_min", "", 0, 2},
+    {"pbb_us_max", "", 0, 2},
+    {"pbb_avg_keys", "", 0, 3},
+    {"swa_us", "swa us", 8, 2},
+    {"swa_linear_us", "lin us", 8, 2},
+    {"swa_linear_core_us", "", 0, 2},
+    {"swa_linear_compaction_us", "", 0, 2},
+    {"pbb_tok_s", "pbb tok/s", 10, 0, true, false, true},
+    {"swa_tok_s", "swa tok/s", 10, 0},
+    {"swa_linear_tok_s", "lin tok/s", 10, 0},
+    {"ratio_pbb_swa", "pbb/swa", 7, 3, true, false, true},
+    {"pbb_run_us", "run pbb", 8, 2, true, false, true},
+    {"swa_run_us", "run swa", 8, 2},
+    {"ratio_run", "run p/s", 7, 3},
+    {"kv_pbb", "KV pbb", 8, -1, false, false, true},
+    {"kv_swa", "KV swa", 8, -1, false},
+    {"kv_lin", "KV lin", 8, -1, false},
+    {"kv_bytes_pbb", "", 0},
+    {"kv_bytes_swa", "", 0},
+    {"kv_bytes_swa_linear", "", 0},
+    {"pbb_GBps", "pbb GB/s", 8, 0, true, false, true},
+    {"swa_GBps", "swa GB/s", 8, 0},
+    {"swa_linear_core_GBps", "", 0, 0},
+    {"pbb_pct_copy", "%pbb", 5, 0, false, false, true},
+    {"swa_pct_copy", "%swa", 5, 0, false},
+    {"splits_pbb_max", "", 0},
+    {"splits_swa", "", 0},
+    {"pbb_us_by_r16", "", 0, 2},
+    {"floor_us", "floor", 6, 2, true, false, true},
+    {"ratio_bound", "bound", 6, 3},
+    {"floor_run_us", "run flr", 7, 2},
+    {"ratio_run_bound", "run bnd", 7, 3},
+};
+
+nlohmann::json row_json(const DecodeRow& r, const DecodeOptions& o, double copy_tbps) {
+  auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
+  return {{"batch", r.batch},
+          {"D", r.hd},
+          {"pbb_us", r.pbb_us},
+          {"pbb_us_min", r.pbb_us_min},
+          {"pbb_us_max", r.pbb_us_max},
+          {"pbb_avg_keys", r.pbb_avg_keys},
+          {"swa_us", r.swa_us},
+          {"swa_linear_us", r.lin_us},
+          {"swa_linear_core_us", r.lin_core_us},
+          {"swa_linear_compaction_us", r.lin_move_us},
+          {"pbb_tok_s", r.batch / (r.pbb_us * 1e-6)},
+          {"swa_tok_s", r.batch / (r.swa_us * 1e-6)},
+          {"swa_linear_tok_s", r.batch / (r.lin_us * 1e-6)},
+          {"ratio_pbb_swa", r.ratio()},
+          {"kv_pbb", mib(r.pbb_bytes)},
+          {"kv_swa", mib(r.swa_bytes)},
+          {"kv_lin", mib(r.lin_bytes)},
+          {"kv_bytes_pbb", r.pbb_bytes},
+          {"kv_bytes_swa", r.swa_bytes},
+          {"kv_bytes_swa_linear", r.lin_bytes},
+          {"pbb_GBps", r.pbb_gbps},
+          {"swa_GBps", r.swa_gbps},
+          {"swa_linear_core_GBps", r.lin_core_gbps},
+          {"pbb_pct_copy", 100 * r.pbb_gbps / (copy_tbps * 1e3)},
+          {"swa_pct_copy", 100 * r.swa_gbps / (copy_tbps * 1e3)},
+          {"splits_pbb_max", r.splits_pbb_max},
+          {"splits_swa", r.splits_swa},
+          {"pbb_us_by_r16", r.pbb_us_bins},
+          {"pbb_run_us", r.pbb_run_us},
+          {"swa_run_us", r.swa_run_us},
+          {"ratio_run", r.run_ratio()},
+          {"floor_us", r.floor_us},
+          {"floor_run_us", r.floor_run_us},
+          {"ratio_bound", r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window)},
+          {"ratio_run_bound", r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window)}};
 }
 
 #endif  // HYLO_WITH_CUDA
 
 }  // namespace
 
-int run_bench_decode(const std::vector<std::string>& args) {
-  const DecodeOptions o = parse_options(args);
+int run_bench_decode(const DecodeBenchOptions& o) {
+  check_mask_options(o, "bench decode");
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("bench decode: built without CUDA (configure with -DHYLO_CUDA=ON)");
 #else
@@ -296,35 +317,36 @@ int run_bench_decode(const std::vector<std::string>& args) {
 
   std::printf("decode attention core, one layer, H=%d Hkv=%d, %s: pbb(b=%d, w=%d) mean over all %d offsets, swa "
               "ring W=%d, swa linear 2W; median of %d; D2D copy %.2f TB/s\n",
-              o.H, o.Hkv, dev.prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
-  std::printf("%5s %4s | %8s %8s %8s | %10s %10s %10s | %7s | %8s %8s %7s | %8s %8s %8s | %8s %8s | %5s %5s | %5s "
-              "%5s %7s %7s\n",
-              "batch", "D", "pbb us", "swa us", "lin us", "pbb tok/s", "swa tok/s", "lin tok/s", "pbb/swa", "run pbb",
-              "run swa", "run p/s", "KV pbb", "KV swa", "KV lin", "pbb GB/s", "swa GB/s", "%pbb", "%swa", "floor",
-              "bound", "run flr", "run bnd");
-  std::vector<DecodeRow> rows;
+              o.H, o.kv_heads(), dev.prop.name, o.block, o.bridge, o.block, o.window, o.iters, copy_tbps);
+  bench::Table table(kColumns);
+  table.print_header();
   for (int B : o.batches)
-    for (int hd : o.hds) {
-      const DecodeRow r = bench_one(o, B, hd, dev.pattern, size_t(dev.prop.l2CacheSize), stream);
-      auto mib = [](size_t bytes) { return fmt::format("{:.0f}MiB", bytes / 1048576.0); };
-      std::printf("%5d %4d | %8.1f %8.1f %8.1f | %10.0f %10.0f %10.0f | %7.2f | %8.1f %8.1f %7.2f | %8s %8s %8s | "
-                  "%8.0f %8.0f | %4.0f%% %4.0f%% | %5.1f %5.2f %7.1f %7.2f\n",
-                  r.batch, r.hd, r.pbb_us, r.swa_us, r.lin_us, r.batch / (r.pbb_us * 1e-6),
-                  r.batch / (r.swa_us * 1e-6), r.batch / (r.lin_us * 1e-6), r.ratio(), r.pbb_run_us, r.swa_run_us,
-                  r.run_ratio(), mib(r.pbb_bytes).c_str(),
-                  mib(r.swa_bytes).c_str(), mib(r.lin_bytes).c_str(), r.pbb_gbps, r.swa_gbps,
-                  100 * r.pbb_gbps / (copy_tbps * 1e3), 100 * r.swa_gbps / (copy_tbps * 1e3), r.floor_us,
-                  r.ratio_bound(r.floor_us, r.pbb_us, r.swa_us, o.window), r.floor_run_us,
-                  r.ratio_bound(r.floor_run_us, r.pbb_run_us, r.swa_run_us, o.window));
-      std::fflush(stdout);
-      rows.push_back(r);
-    }
+    for (int hd : o.hds)
+      table.add(row_json(bench_one(o, B, hd, dev.pattern, size_t(dev.prop.l2CacheSize), stream), o, copy_tbps));
   std::printf("(%% = live KV read rate / the D2D copy rate above, read + write; lin = linear SWA incl. compaction "
               "every W+1 steps; run = per step of b (pbb) or W (swa) consecutive steps under one event pair; floor = "
               "an empty kernel on the step's grid; bound = pbb/swa if a step cost the floor plus its keys at the "
               "measured rate per key)\n");
   cudaStreamDestroy(stream);
-  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, copy_tbps, rows);
+  if (!o.json.empty())
+    table.write_json(
+        o.json, "decode", dev.prop.name,
+        {{"H", o.H},
+         {"Hkv", o.kv_heads()},
+         {"pbb_b", o.block},
+         {"pbb_w", o.bridge},
+         {"swa_W", o.window},
+         {"iters", o.iters},
+         {"warmup", o.warmup},
+         {"dtype", "bf16 cache, fp32 softmax"},
+         {"timing", "CUDA events per step (decode + split combine), median; launches queued behind a GPU-side delay; "
+                    "caches rotated over copies holding >= 4x L2 of live bytes"},
+         {"run", "per step of a run of consecutive steps (pbb: all b offsets, swa: all W ring positions) under one "
+                 "event pair, median of iters runs"},
+         {"pbb", "mean over all b block offsets at t = b + r"},
+         {"swa_linear", "core (W keys) + compaction (W-1 rows) / (W+1)"},
+         {"gbps", "live k+v bytes read / step time"}},
+        {{"copy_TBps", std::round(copy_tbps * 1e3) / 1e3}});
   return 0;
 #endif
 }

@@ -4,10 +4,6 @@
 // (the same FLOPs in one big GEMM each): the ratio is how much of dense speed grouping keeps. Both
 // issue paths of kernels/moe/grouped_gemm.h are timed. Routing is uniform random top-k, balanced
 // on average but not exactly, as in training. CUDA events, median of the timed iterations.
-#include "bench/bench_json.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -16,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench.h"
+#include "bench/bench_table.h"
 #include "core/error.h"
 
 #if HYLO_WITH_CUDA
@@ -32,54 +30,21 @@
 namespace hylo {
 namespace {
 
+using BenchOptions = MoeBenchOptions;
+
 // A MoE layer shape. Legend: D width, E experts, K top_k, F expert hidden.
 struct MoeShape {
   std::string name;
   int D, E, K, F;
 };
 
-// 8e: configs/moe-8e-pbb.yaml; 64e: 64 fine-grained experts at d 1024 (same active FLOPs as 8e);
-// 2b: configs/moe-2b-pbb.yaml's routed experts.
+// kMoeBenchShapes, in its order (bench/bench.h says where each comes from).
 const std::vector<MoeShape> kShapes = {{"8e", 1024, 8, 2, 1408}, {"64e", 1024, 64, 4, 352}, {"2b", 1536, 64, 4, 384}};
 
-struct BenchOptions {
-  std::vector<MoeShape> shapes = kShapes;
-  std::vector<std::string> paths{"grouped", "loop"};
-  int tokens = 16 * 2048;
-  int iters = 20, warmup = 3;
-  std::string json;
-};
-
-BenchOptions parse_options(const std::vector<std::string>& args) {
-  BenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    const std::string& value = flag_value(args, i, "bench moe");
-    auto positive = [&] { return parse_positive_int("bench moe", flag, value); };
-    if (flag == "--shapes") {
-      o.shapes.clear();
-      for (const std::string& name : split_commas(value)) {
-        auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const MoeShape& s) { return s.name == name; });
-        HYLO_CHECK(it != kShapes.end(), "bench moe: --shapes takes 8e, 64e or 2b, got '{}'", name);
-        o.shapes.push_back(*it);
-      }
-    } else if (flag == "--paths") {
-      o.paths = split_commas(value);
-      for (const std::string& p : o.paths)
-        HYLO_CHECK(p == "grouped" || p == "loop", "bench moe: --paths takes grouped or loop, got '{}'", p);
-    } else if (flag == "--tokens") {
-      o.tokens = positive();
-    } else if (flag == "--iters") {
-      o.iters = positive();
-    } else if (flag == "--warmup") {
-      o.warmup = positive();
-    } else if (flag == "--json") {
-      o.json = value;
-    } else {
-      HYLO_FAIL("bench moe: unknown flag '{}' (see --shapes --paths --tokens --iters --warmup --json)", flag);
-    }
-  }
-  return o;
+const MoeShape& find_shape(const std::string& name) {
+  const auto it = std::find_if(kShapes.begin(), kShapes.end(), [&](const MoeShape& s) { return s.name == name; });
+  HYLO_CHECK(it != kShapes.end(), "bench moe: --shapes must be 8e, 64e or 2b, got '{}'", name);
+  return *it;
 }
 
 #if HYLO_WITH_CUDA
@@ -194,32 +159,51 @@ std::vector<BenchRow> bench_shape(const BenchOptions& o, const MoeShape& s, cons
   return rows;
 }
 
-void write_json(const std::string& path, const BenchOptions& o, const std::string& device,
-                const std::vector<BenchRow>& rows) {
-  BenchJson json{"moe", device, "",
-                 fmt::format("{{\"tokens\": {}, \"iters\": {}, \"warmup\": {}, \"timing\": \"CUDA events, median\", "
-                             "\"flops\": \"fwd = 6*A*D*F (w_in D->2F, w_out F->D); bwd = 2*fwd (dX and dW); dense = "
-                             "the same products with M = A in one GEMM each\"}}",
-                             o.tokens, o.iters, o.warmup),
-                 {}};
-  for (const BenchRow& r : rows)
-    json.rows.push_back(fmt::format(
-        "{{\"shape\": \"{}\", \"path\": \"{}\", \"rows\": {}, \"min_group\": {}, \"max_group\": {}, "
-        "\"fwd_ms\": {:.4f}, \"fwd_tflops\": {:.1f}, \"dense_fwd_ms\": {:.4f}, \"dense_fwd_tflops\": {:.1f}, "
-        "\"fwd_ratio\": {:.3f}, \"bwd_ms\": {:.4f}, \"bwd_tflops\": {:.1f}, \"dense_bwd_ms\": {:.4f}, "
-        "\"dense_bwd_tflops\": {:.1f}, \"bwd_ratio\": {:.3f}}}",
-        r.shape, r.path, r.rows, r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_ms, r.dense_fwd_tflops,
-        r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_ms, r.dense_bwd_tflops,
-        r.bwd_tflops / r.dense_bwd_tflops));
-  write_bench_json(path, json);
+const std::vector<bench::Column> kColumns = {
+    {"shape", "shape", 30, -1, true, true},
+    {"path", "grouped path", 27, -1, true, true},
+    {"rows", "", 0},
+    {"min_group", "", 0},
+    {"max_group", "", 0},
+    {"groups", "groups", 11, -1, false},
+    {"fwd_ms", "fwd ms", 8, 4, true, false, true},
+    {"fwd_tflops", "TF/s", 6, 1},
+    {"dense_fwd_ms", "", 0, 4},
+    {"dense_fwd_tflops", "dense", 6, 1},
+    {"fwd_ratio", "ratio", 6, 3},
+    {"bwd_ms", "bwd ms", 8, 4, true, false, true},
+    {"bwd_tflops", "TF/s", 6, 1},
+    {"dense_bwd_ms", "", 0, 4},
+    {"dense_bwd_tflops", "dense", 6, 1},
+    {"bwd_ratio", "ratio", 6, 3},
+};
+
+nlohmann::json row_json(const BenchRow& r) {
+  return {{"shape", r.shape},
+          {"path", r.path},
+          {"rows", r.rows},
+          {"min_group", r.min_group},
+          {"max_group", r.max_group},
+          {"groups", fmt::format("{}-{}", r.min_group, r.max_group)},
+          {"fwd_ms", r.fwd_ms},
+          {"fwd_tflops", r.fwd_tflops},
+          {"dense_fwd_ms", r.dense_fwd_ms},
+          {"dense_fwd_tflops", r.dense_fwd_tflops},
+          {"fwd_ratio", r.fwd_tflops / r.dense_fwd_tflops},
+          {"bwd_ms", r.bwd_ms},
+          {"bwd_tflops", r.bwd_tflops},
+          {"dense_bwd_ms", r.dense_bwd_ms},
+          {"dense_bwd_tflops", r.dense_bwd_tflops},
+          {"bwd_ratio", r.bwd_tflops / r.dense_bwd_tflops}};
 }
 
 #endif  // HYLO_WITH_CUDA
 
 }  // namespace
 
-int run_bench_moe(const std::vector<std::string>& args) {
-  const BenchOptions o = parse_options(args);
+int run_bench_moe(const MoeBenchOptions& o) {
+  std::vector<MoeShape> shapes;
+  for (const std::string& name : o.shapes) shapes.push_back(find_shape(name));
 #if !HYLO_WITH_CUDA
   HYLO_FAIL("bench moe: built without CUDA (configure with -DHYLO_CUDA=ON)");
 #else
@@ -227,19 +211,18 @@ int run_bench_moe(const std::vector<std::string>& args) {
 
   std::printf("moe grouped-GEMM bench on %s: %d tokens, expert SwiGLU GEMMs (fwd 2, bwd 4 products), median of %d\n",
               dev.prop.name, o.tokens, o.iters);
-  std::printf("%-30s %-27s %11s | %8s %6s %6s %6s | %8s %6s %6s %6s\n", "shape", "grouped path", "groups", "fwd ms",
-              "TF/s", "dense", "ratio", "bwd ms", "TF/s", "dense", "ratio");
-  std::vector<BenchRow> rows;
-  for (const MoeShape& s : o.shapes)
-    for (const BenchRow& r : bench_shape(o, s, dev.pattern)) {
-      std::printf("%-30s %-27s %5d-%-5d | %8.3f %6.1f %6.1f %6.2f | %8.3f %6.1f %6.1f %6.2f\n", r.shape.c_str(),
-                  r.path.c_str(), r.min_group, r.max_group, r.fwd_ms, r.fwd_tflops, r.dense_fwd_tflops,
-                  r.fwd_tflops / r.dense_fwd_tflops, r.bwd_ms, r.bwd_tflops, r.dense_bwd_tflops,
-                  r.bwd_tflops / r.dense_bwd_tflops);
-      std::fflush(stdout);
-      rows.push_back(r);
-    }
-  if (!o.json.empty()) write_json(o.json, o, dev.prop.name, rows);
+  bench::Table table(kColumns);
+  table.print_header();
+  for (const MoeShape& s : shapes)
+    for (const BenchRow& r : bench_shape(o, s, dev.pattern)) table.add(row_json(r));
+  if (!o.json.empty())
+    table.write_json(o.json, "moe", dev.prop.name,
+                     {{"tokens", o.tokens},
+                      {"iters", o.iters},
+                      {"warmup", o.warmup},
+                      {"timing", "CUDA events, median"},
+                      {"flops", "fwd = 6*A*D*F (w_in D->2F, w_out F->D); bwd = 2*fwd (dX and dW); dense = the same "
+                                "products with M = A in one GEMM each"}});
   return 0;
 #endif
 }

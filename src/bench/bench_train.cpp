@@ -13,16 +13,14 @@
 #include <algorithm>
 #include <chrono>
 
-#include "bench/bench_json.h"
-#include "cli/commands.h"
-#include "cli/flags.h"
+#include "bench/bench.h"
+#include "bench/bench_table.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "config/config.h"
 #include "nn/flops.h"
-#include "core/json_text.h"
 #include "optim/optimizer.h"
 #include "train/step_batch.h"
 
@@ -35,31 +33,18 @@
 
 namespace hylo {
 
-int run_bench_train(const Args& args) {
-  const std::string& config_path = leading_path(args, "bench train", "a config file");
-  int steps = 10, warmup = 3;
-  std::string json_path, expert_gemm;
-  std::vector<std::string> overrides;
-  for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& flag = args[i];
-    const std::string& value = flag_value(args, i, "bench train");
-    if (flag == "--steps") steps = parse_positive_int("bench train", flag, value);
-    else if (flag == "--warmup") warmup = parse_number<int>("bench train", flag, value);
-    else if (flag == "--set") overrides.push_back(value);
-    else if (flag == "--json") json_path = value;
-    else if (flag == "--expert-gemm") expert_gemm = value;
-    else HYLO_FAIL("bench train: unknown flag '{}'", flag);
-  }
+int run_bench_train(const TrainBenchOptions& o) {
+  const std::string& config_path = o.config;
+  const int steps = o.steps, warmup = o.warmup;
+  const std::string& expert_gemm = o.expert_gemm;  // grouped | loop (the command line checked)
   HYLO_CHECK(steps > 0 && warmup >= 0, "bench train: --steps must be positive and --warmup non-negative");
   if (!expert_gemm.empty()) {
-    HYLO_CHECK(expert_gemm == "grouped" || expert_gemm == "loop",
-               "bench train: --expert-gemm must be 'grouped' or 'loop', got '{}'", expert_gemm);
 #if HYLO_WITH_CUDA
     cuda::set_grouped_gemm_path(expert_gemm == "grouped" ? cuda::GroupedGemmPath::cublas_grouped
                                                          : cuda::GroupedGemmPath::lt_loop);
 #endif
   }
-  const Config config = load_config(config_path, overrides);
+  const Config config = load_config(config_path, o.overrides);
   const Device device = training_device(config);
   HYLO_CHECK(expert_gemm.empty() || device == Device::cuda,
              "bench train: --expert-gemm chooses the CUDA MoE path; {} runs on {}", config_path, device_name(device));
@@ -107,22 +92,33 @@ int run_bench_train(const Args& args) {
 #if HYLO_WITH_CUDA
   if (device == Device::cuda) peak_gib = double(cuda::allocator_stats().peak_bytes) / (1ull << 30);
 #endif
-  fmt::print("{:<28} {:>10} {:>12} {:>7} {:>9}\n", "config", "step ms", "tokens/s", "mfu", "peak GiB");
-  fmt::print("{:<28} {:>10.1f} {:>12.0f} {:>6.1f}% {:>9.2f}\n", config_path, median_ms, tokens_per_s, 100 * mfu, peak_gib);
-  if (!json_path.empty()) {
-    BenchJson json;
-    json.bench = "train";
-    json.device = device_name(device);
-    json.settings = fmt::format(
-        "{{\"config\": {}, \"batch\": {}, \"seq_len\": {}, \"steps\": {}, \"warmup\": {}, \"expert_gemm\": \"{}\", "
-        "\"timing\": \"median wall time of a whole step (host-synchronised)\", \"mfu\": \"tokens/s * "
-        "flops_per_token / peak (989.4 TFLOP/s dense bf16 on CUDA; none, so 0, on CPU)\"}}",
-        json_string(config_path), t.batch_size, T, steps, warmup, expert_gemm.empty() ? "default" : expert_gemm);
-    json.rows.push_back(fmt::format("{{\"step_ms\": {:.2f}, \"tokens_per_s\": {:.0f}, \"mfu\": {:.4f}, "
-                                    "\"flops_per_token\": {:.6g}, \"peak_gib\": {:.2f}, \"final_loss\": {:.4f}}}",
-                                    median_ms, tokens_per_s, mfu, flops, peak_gib, loss));
-    write_bench_json(json_path, json);
-  }
+  bench::Table table({{"config", "config", 28, -1, false, true},
+                      {"step_ms", "step ms", 10, 2},
+                      {"tokens_per_s", "tokens/s", 12, 0},
+                      {"mfu_percent", "mfu %", 7, 1, false},
+                      {"mfu", "", 0, 4},
+                      {"flops_per_token", "", 0},
+                      {"peak_gib", "peak GiB", 9, 2},
+                      {"final_loss", "", 0, 4}});
+  table.print_header();
+  table.add({{"config", config_path},
+             {"step_ms", median_ms},
+             {"tokens_per_s", tokens_per_s},
+             {"mfu_percent", 100 * mfu},
+             {"mfu", mfu},
+             {"flops_per_token", flops},
+             {"peak_gib", peak_gib},
+             {"final_loss", loss}});
+  if (!o.json.empty())
+    table.write_json(o.json, "train", std::string(device_name(device)),
+                     {{"config", config_path},
+                      {"batch", t.batch_size},
+                      {"seq_len", T},
+                      {"steps", steps},
+                      {"warmup", warmup},
+                      {"expert_gemm", expert_gemm.empty() ? "default" : expert_gemm},
+                      {"timing", "median wall time of a whole step (host-synchronised)"},
+                      {"mfu", "tokens/s * flops_per_token / peak (989.4 TFLOP/s dense bf16 on CUDA; none, so 0, on CPU)"}});
 #if HYLO_WITH_CUDA
   if (device == Device::cuda && cuda::profiling_enabled()) fmt::print("{}", cuda::profile_report(steps));
 #endif

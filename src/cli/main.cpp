@@ -8,31 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "core/error.h"
 #include "parallel/communicator.h"
-
-namespace {
-
-// A command not yet declared with CLI11: its arguments, --help included, go to it as they are.
-void add_passthrough(CLI::App& app, const std::string& name, const std::string& description,
-                     int (*run)(const hylo::Args&)) {
-  CLI::App* command = app.add_subcommand(name, description);
-  command->set_help_flag();
-  command->prefix_command();
-  hylo::cli::run_with(command, [command, run] { return run(command->remaining()); });
-}
-
-int run_bench(const hylo::Args& args) {
-  HYLO_CHECK(!args.empty(), "bench: expected a benchmark name (attention, train, decode or moe)");
-  hylo::Args rest(args.begin() + 1, args.end());
-  if (args[0] == "attention") return hylo::run_bench_attention(rest);
-  if (args[0] == "train") return hylo::run_bench_train(rest);
-  if (args[0] == "decode") return hylo::run_bench_decode(rest);
-  if (args[0] == "moe") return hylo::run_bench_moe(rest);
-  HYLO_FAIL("bench: unknown benchmark '{}' (expected attention, train, decode or moe)", args[0]);
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"hylo: pretraining hybrid local/global attention language models", "hylo"};
@@ -44,9 +20,9 @@ int main(int argc, char** argv) {
   hylo::add_generate_command(app);
   hylo::add_export_command(app);
   hylo::add_data_command(app);
-  add_passthrough(app, "sweep", "run a sweep file's points", hylo::run_sweep_command);
-  add_passthrough(app, "report", "tabulate a sweep's final metrics", hylo::run_report_command);
-  add_passthrough(app, "bench", "benchmarks", run_bench);
+  hylo::add_sweep_command(app);
+  hylo::add_report_command(app);
+  hylo::add_bench_command(app);
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty()) {  // no command: what there is to run

@@ -77,7 +77,10 @@ void run_with(CLI::App* command, std::function<int()> run) {
 void require_command(CLI::App* group) {
   group->callback([group] {
     if (!group->get_subcommands().empty()) return;
-    std::fputs(group->help().c_str(), stderr);
+    std::string parents;  // "hylo": the usage line names the whole command
+    for (const CLI::App* a = group->get_parent(); a != nullptr; a = a->get_parent())
+      parents = parents.empty() ? a->get_name() : a->get_name() + " " + parents;
+    std::fputs(group->help(parents).c_str(), stderr);
     throw CLI::RuntimeError(2);
   });
 }

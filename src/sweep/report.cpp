@@ -1,10 +1,8 @@
-// `hylo report DIR [DIR... --out DIR] [--baseline TEXT]` (SPEC §7): the final metrics of a sweep's
-// runs as a markdown table (report.md), their spread over seeds and differences paired by seed
-// where train.seed varies (against the first point, or the one whose values contain TEXT), and
-// plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep, e.g.
-// launched once per seed, pool into one report.
+#include "sweep/report.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -18,11 +16,8 @@
 #include <set>
 #include <string_view>
 
-#include "cli/commands.h"
-#include "cli/flags.h"
 #include "core/error.h"
 #include "core/file.h"
-#include "core/json_text.h"
 #include "sweep/sweep.h"
 
 namespace hylo {
@@ -43,27 +38,43 @@ struct ReportRow {
   bool in_sweep = false;  // a point of a sweep.json (else a run found in a plain directory)
 };
 
-// The value of `key` in one metrics.jsonl row (written by MetricsRow: "key":value, no spaces).
-std::optional<double> row_value(const std::string& line, const std::string& key) {
-  const std::string needle = json_string(key) + ":";
-  const size_t at = line.find(needle);
-  if (at == std::string::npos) return std::nullopt;
-  const char* begin = line.c_str() + at + needle.size();
-  char* end = nullptr;
-  const double x = std::strtod(begin, &end);  // also reads NaN / Infinity
-  if (end == begin) return std::nullopt;
-  return x;
+using nlohmann::json;
+
+// A file of hylo's JSON, parsed; fails naming the file.
+json read_json(const fs::path& path) {
+  const std::optional<std::string> text = read_file(path);
+  HYLO_CHECK(text, "report: cannot read {}", path.string());
+  try {
+    return json::parse(*text);
+  } catch (const json::exception& e) {
+    HYLO_FAIL("report: {}: not JSON: {}", path.string(), e.what());
+  }
 }
+
+// A metric's value; null (how JSON writes NaN and infinities) reads as NaN.
+double as_number(const json& value) { return value.is_number() ? value.get<double>() : std::nan(""); }
 
 // Last value of each metric: a train metric from the last train row, val_* from the last eval row
 // (the rows are separate, so "last row that has the key" is both).
 void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
-  std::ifstream in(row.run_dir / "metrics.jsonl");
+  const fs::path path = row.run_dir / "metrics.jsonl";
+  std::ifstream in(path);
+  int number = 0;
   for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (line.empty()) continue;
+    json values;
+    try {
+      values = json::parse(line);
+    } catch (const json::exception&) {
+      fmt::print(stderr, "report: skipping line {} of {} (not a JSON object)\n", number, path.string());
+      continue;
+    }
+    if (!values.is_object()) continue;
     for (const std::string& m : metrics)
-      if (auto x = row_value(line, m)) row.values[m] = *x;
-    if (line.find("\"loss\":") != std::string::npos)
-      if (auto step = row_value(line, "step")) row.values["step"] = *step;
+      if (auto it = values.find(m); it != values.end()) row.values[m] = as_number(*it);
+    if (values.contains("loss"))
+      if (auto step = values.find("step"); step != values.end()) row.values["step"] = as_number(*step);
   }
   // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy (exact V) and token
   // accuracy over all distances (the second moves long before the first), and the accuracy at each
@@ -76,17 +87,20 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
   std::sort(evals.begin(), evals.end());
   for (const fs::path& p : evals) {
     try {
-      const YAML::Node retrieval = YAML::LoadFile(p.string())["retrieval"];
-      if (const YAML::Node acc = retrieval["overall"]["accuracy"]) row.values["retrieval_acc"] = acc.as<double>();
-      if (const YAML::Node acc = retrieval["overall"]["token_accuracy"])
-        row.values["retrieval_tok_acc"] = acc.as<double>();
-      if (const YAML::Node by_distance = retrieval["by_distance"]) {
+      const json report = json::parse(read_file(p).value_or(""));
+      if (!report.contains("retrieval")) continue;
+      const json& retrieval = report.at("retrieval");
+      const json overall = retrieval.value("overall", json::object());
+      if (overall.contains("accuracy")) row.values["retrieval_acc"] = as_number(overall.at("accuracy"));
+      if (overall.contains("token_accuracy")) row.values["retrieval_tok_acc"] = as_number(overall.at("token_accuracy"));
+      if (retrieval.contains("by_distance")) {
         row.retrieval_report = p;
         std::erase_if(row.values, [](const auto& kv) { return kv.first.starts_with(kDistancePrefix); });
-        for (const auto& d : by_distance)
-          row.values[fmt::format("{}{}", kDistancePrefix, d["distance"].as<int>())] = d["all"]["accuracy"].as<double>();
+        for (const json& d : retrieval.at("by_distance"))
+          row.values[fmt::format("{}{}", kDistancePrefix, d.at("distance").get<int>())] =
+              as_number(d.at("all").at("accuracy"));
       }
-    } catch (const YAML::Exception&) {
+    } catch (const json::exception&) {
       fmt::print(stderr, "report: skipping {} (not a hylo eval report)\n", p.string());
     }
   }
@@ -220,8 +234,8 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
   auto add_once = [](std::vector<std::string>& list, const std::string& x) {
     if (std::find(list.begin(), list.end(), x) == list.end()) list.push_back(x);
   };
-  const fs::path json = dir / "sweep.json";
-  if (!fs::exists(json)) {
+  const fs::path sweep_json = dir / "sweep.json";
+  if (!fs::exists(sweep_json)) {
     std::vector<ReportRow> found;
     for (const auto& e : fs::directory_iterator(dir))
       if (fs::exists(e.path() / "metrics.jsonl")) {
@@ -234,30 +248,30 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
     rows.insert(rows.end(), found.begin(), found.end());
     return "";
   }
+  const json sweep = read_json(sweep_json);
   try {
-    const YAML::Node sweep = YAML::LoadFile(json.string());  // JSON is flow YAML
-    std::string what = "on " + sweep["base"].as<std::string>("");
+    std::string what = "on " + sweep.value("base", std::string());
     std::map<std::string, std::string> set;  // sorted: the same set reads the same
-    for (const auto& kv : sweep["set"])
-      if (kv.first.as<std::string>() != "train.seed") set[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    for (const auto& [key, value] : sweep.value("set", json::object()).items())
+      if (key != "train.seed") set[key] = value.get<std::string>();
     for (const auto& [k, v] : set) what += fmt::format(" {}={}", k, v);
-    for (const auto& m : sweep["metrics"]) add_once(metrics, m.as<std::string>());
-    for (const auto& p : sweep["points"]) {
+    for (const json& m : sweep.value("metrics", json::array())) add_once(metrics, m.get<std::string>());
+    for (const json& p : sweep.at("points")) {
       // The sweep dir may have been moved or copied off the cluster: look next to sweep.json.
       ReportRow row;
-      row.name = prefix + p["name"].as<std::string>();
-      row.run_dir = dir / p["name"].as<std::string>();
+      const std::string name = p.at("name").get<std::string>();
+      row.name = prefix + name;
+      row.run_dir = dir / name;
       row.in_sweep = true;
-      for (const auto& kv : p["overrides"]) {
-        const std::string key = kv.first.as<std::string>();
+      for (const auto& [key, value] : p.value("overrides", json::object()).items()) {
         add_once(keys, key);
-        row.overrides[key] = kv.second.as<std::string>();
+        row.overrides[key] = value.get<std::string>();
       }
       rows.push_back(std::move(row));
     }
     return what;
-  } catch (const YAML::Exception& e) {
-    HYLO_FAIL("{}: not a sweep.json written by hylo sweep: {}", json.string(), e.msg);
+  } catch (const json::exception& e) {
+    HYLO_FAIL("{}: not a sweep.json written by hylo sweep: {}", sweep_json.string(), e.what());
   }
 }
 
@@ -286,27 +300,18 @@ void read_run_seeds(std::vector<ReportRow>& rows, std::vector<std::string>& keys
 
 }  // namespace
 
-int run_report_command(const Args& args) {
+int run_report(const ReportOptions& options) {
   std::vector<fs::path> dirs;
-  std::optional<fs::path> out;
-  std::optional<std::string> baseline;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out") {
-      out = flag_value(args, i, "report");
-    } else if (args[i] == "--baseline") {
-      baseline = flag_value(args, i, "report");
-    } else {
-      HYLO_CHECK(!args[i].starts_with("--"), "report: unknown flag '{}'", args[i]);
-      std::string dir_text = args[i];
-      while (dir_text.size() > 1 && dir_text.back() == '/') dir_text.pop_back();  // "x/" names x, too
-      HYLO_CHECK(fs::is_directory(dir_text), "report: no such directory '{}'", dir_text);
-      dirs.push_back(dir_text);
-    }
+  for (std::string dir_text : options.dirs) {
+    while (dir_text.size() > 1 && dir_text.back() == '/') dir_text.pop_back();  // "x/" names x, too
+    HYLO_CHECK(fs::is_directory(dir_text), "report: no such directory '{}'", dir_text);
+    dirs.push_back(dir_text);
   }
+  const std::optional<std::string>& baseline = options.baseline;
   HYLO_CHECK(!dirs.empty(), "report: expected a sweep directory (e.g. runs/sweeps/pbb-vs-swa-tiny)");
-  HYLO_CHECK(dirs.size() == 1 || out, "report: {} sweep directories need --out DIR for the combined report",
-             dirs.size());
-  const fs::path dir = out.value_or(dirs.front());
+  HYLO_CHECK(dirs.size() == 1 || !options.out.empty(),
+             "report: {} sweep directories need --out DIR for the combined report", dirs.size());
+  const fs::path dir = options.out.empty() ? dirs.front() : fs::path(options.out);
 
   std::vector<std::string> metrics, keys;
   std::vector<ReportRow> rows;

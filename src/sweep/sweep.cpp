@@ -105,6 +105,8 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
+std::filesystem::path self_binary() { return std::filesystem::canonical("/proc/self/exe"); }
+
 SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set) {
   SweepSpec spec;
   spec.path = path;

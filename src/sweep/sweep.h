@@ -1,8 +1,9 @@
 // Sweeps (SPEC §7): experiments/<name>.yaml = a base config + overrides per point + metrics to
-// collect. This file turns a sweep file into a list of points; cli/sweep_commands.cpp runs them
-// (in-process or as a Slurm array job) and reports on them. The file format is documented at the
+// collect. This file turns a sweep file into a list of points; sweep/sweep_run.h runs them
+// (in-process or as a Slurm array job) and sweep/report.h reports on them. The file format is documented at the
 // top of sweep.cpp and shown in experiments/pbb-vs-swa-tiny.yaml.
 #pragma once
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,5 +46,8 @@ std::string point_slug(const std::vector<Override>& varied);
 
 // Single-quotes `text` for a POSIX shell (the Slurm script evals points.txt lines).
 std::string shell_quote(const std::string& text);
+
+// This hylo executable: what a sweep's jobs run, and where scripts/ is found next to the build.
+std::filesystem::path self_binary();
 
 }  // namespace hylo

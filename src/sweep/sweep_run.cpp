@@ -1,21 +1,18 @@
-// `hylo sweep FILE [--local | --slurm]` (SPEC §7; `hylo report` is report_command.cpp). The
-// sweep file format is documented in train/sweep.cpp. A sweep directory OUT/<name>/ holds
-// sweep.json (points, their overrides and run dirs), one run dir per point, and for --slurm
-// points.txt + submit.sbatch.
+// The sweep file format is documented in sweep/sweep.cpp.
+#include "sweep/sweep_run.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
-#include "cli/commands.h"
-#include "cli/flags.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
-#include "core/json_text.h"
 #include "sweep/sweep.h"
 #include "train/trainer.h"
 
@@ -58,22 +55,32 @@ std::vector<PlannedRun> plan_runs(const SweepSpec& spec, const std::vector<Confi
   return runs;
 }
 
+// In file order: the overrides read as the sweep file lists them.
+nlohmann::ordered_json override_object(const std::vector<Override>& overrides) {
+  nlohmann::ordered_json object = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : overrides) object[k] = v;
+  return object;
+}
+
+// sweep.json, which `hylo report` reads (sweep/report.cpp): one point per line.
 std::string sweep_json(const SweepSpec& spec, const std::vector<PlannedRun>& runs) {
-  std::string metrics, points;
-  for (const std::string& m : spec.metrics) metrics += (metrics.empty() ? "" : ", ") + json_string(m);
-  for (const PlannedRun& run : runs) {
-    std::string overrides;
-    for (const auto& [k, v] : run.point->varied)
-      overrides += fmt::format("{}{}: {}", overrides.empty() ? "" : ", ", json_string(k), json_string(v));
-    points += fmt::format(R"({}    {{"name": {}, "run_dir": {}, "overrides": {{{}}}, "status": {}}})",
-                          points.empty() ? "" : ",\n", json_string(run.point->name),
-                          json_string(run.run_dir.string()), overrides, json_string(run.status));
+  nlohmann::ordered_json head{{"name", spec.name},
+                              {"sweep_file", spec.path},
+                              {"base", spec.base},
+                              {"set", override_object(spec.set)},
+                              {"metrics", spec.metrics}};
+  std::string text = head.dump();
+  text.pop_back();  // the closing brace: the points follow
+  text += ",\n  \"points\": [\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PlannedRun& run = runs[i];
+    const nlohmann::ordered_json point{{"name", run.point->name},
+                                       {"run_dir", run.run_dir.string()},
+                                       {"overrides", override_object(run.point->varied)},
+                                       {"status", run.status}};
+    text += "    " + point.dump() + (i + 1 < runs.size() ? ",\n" : "\n");
   }
-  std::string set;
-  for (const auto& [k, v] : spec.set) set += fmt::format("{}{}: {}", set.empty() ? "" : ", ", json_string(k), json_string(v));
-  return fmt::format("{{\"name\": {}, \"sweep_file\": {}, \"base\": {}, \"set\": {{{}}}, \"metrics\": [{}],\n"
-                     "  \"points\": [\n{}\n  ]}}\n",
-                     json_string(spec.name), json_string(spec.path), json_string(spec.base), set, metrics, points);
+  return text + "  ]}\n";
 }
 
 // The array job: task i runs line i+1 of points.txt, each line "RUN_DIR --set k=v ..." shell-quoted
@@ -121,26 +128,11 @@ srun{mpi} "$HYLO" train {base} --run-dir "$run_dir" --resume auto "$@"
 
 }  // namespace
 
-int run_sweep_command(const Args& args) {
-  std::string file, out = "runs/sweeps";
-  std::vector<std::string> cli_set;  // --set: every point
-  bool local = false, slurm = false, dry_run = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--set") cli_set.push_back(flag_value(args, i));
-    else if (a == "--local") local = true;
-    else if (a == "--slurm") slurm = true;
-    else if (a == "--dry-run") dry_run = true;
-    else if (a == "--out") out = flag_value(args, i);
-    else if (file.empty() && !a.starts_with("--")) file = a;
-    else HYLO_FAIL("sweep: unexpected argument '{}'", a);
-  }
-  HYLO_CHECK(!file.empty(), "sweep: expected a sweep file (e.g. experiments/pbb-vs-swa-tiny.yaml)");
-  HYLO_CHECK(!(local && slurm), "sweep: --local and --slurm exclude each other");
-
-  const SweepSpec spec = load_sweep(file, cli_set);
+int run_sweep(const SweepRunOptions& o) {
+  const std::vector<std::string>& cli_set = o.set;
+  const SweepSpec spec = load_sweep(o.file, cli_set);
   const std::vector<Config> configs = check_sweep_configs(spec);
-  const fs::path sweep_dir = fs::path(out) / spec.name;
+  const fs::path sweep_dir = fs::path(o.out) / spec.name;
   std::vector<PlannedRun> runs = plan_runs(spec, configs, sweep_dir);
 
   fmt::print("sweep {}: {} points from {} into {}\n", spec.name, runs.size(), spec.base, sweep_dir.string());
@@ -150,11 +142,11 @@ int run_sweep_command(const Args& args) {
     for (const auto& [k, v] : run.point->varied) overrides += fmt::format("{}{}={}", overrides.empty() ? "" : " ", k, v);
     fmt::print("  {:<32} {}{}\n", run.point->name, overrides, run.finished ? "  (finished)" : "");
   }
-  if (dry_run) return 0;
+  if (o.dry_run) return 0;
 
   fs::create_directories(sweep_dir);
   const std::string json_path = (sweep_dir / "sweep.json").string();
-  if (slurm) {
+  if (o.slurm) {
     for (PlannedRun& run : runs) run.status = "submitted";
     write_slurm(spec, runs, sweep_dir);
     write_file_atomic(json_path, sweep_json(spec, runs));
@@ -196,7 +188,5 @@ int run_sweep_command(const Args& args) {
              sweep_dir.string());
   return failed > 0 ? 1 : 0;
 }
-
-// ---- hylo report ----
 
 }  // namespace hylo

@@ -115,8 +115,8 @@ TEST_CASE("hylo export writes every parameter and router bias, a config with the
   CHECK(st.data.size() == bf16_bytes + s.buffers[0].value.nbytes());
 
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--out " + out + " --dtype fp8", "export: --dtype 'fp8' is not f32 or bf16"},
-           {"", "export: expected --out DIR"},
+           {"--out " + out + " --dtype fp8", "export: --dtype must be f32 or bf16, got 'fp8'"},
+           {"", "export: --out is required"},
        }) {
     const auto r = test::run_command(ws.hylo + " export " + run + " " + flags);
     CHECK(r.exit_code != 0);

@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/error.h"
 #include "core/file.h"
 #include "error_of.h"
@@ -52,22 +54,25 @@ struct SweepWorkspace : test::TinyWorkspace {
 };
 
 // The last value of `key` in a run's metrics.jsonl, as the report prints it.
+std::vector<nlohmann::json> metrics_rows(const fs::path& run_dir) {
+  std::vector<nlohmann::json> rows;
+  std::istringstream lines(read_file(run_dir / "metrics.jsonl").value());
+  for (std::string line; std::getline(lines, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
 std::string last_metric(const fs::path& run_dir, const std::string& key) {
-  std::ifstream in(run_dir / "metrics.jsonl");
   std::string value;
-  for (std::string line; std::getline(in, line);)
-    if (auto at = line.find("\"" + key + "\":"); at != std::string::npos)
-      value = fmt::format("{:.4f}", std::stod(line.substr(at + key.size() + 3)));
+  for (const nlohmann::json& row : metrics_rows(run_dir))
+    if (row.contains(key)) value = fmt::format("{:.4f}", row[key].get<double>());
   return value;
 }
 
-// Every key of every row of a run's metrics.jsonl (MetricsRow's "key":value layout).
+// Every key of every row of a run's metrics.jsonl.
 std::vector<std::string> metrics_keys(const fs::path& run_dir) {
   std::vector<std::string> keys;
-  std::istringstream rows(read_file(run_dir / "metrics.jsonl").value());
-  for (std::string row; std::getline(rows, row);)
-    for (size_t at = row.find('"'); at != std::string::npos; at = row.find('"', row.find(':', at)))
-      keys.push_back(row.substr(at + 1, row.find('"', at + 1) - at - 1));
+  for (const nlohmann::json& row : metrics_rows(run_dir))
+    for (const auto& [key, value] : row.items()) keys.push_back(key);
   return keys;
 }
 
@@ -168,8 +173,9 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
     CAPTURE(key);
     CHECK(is_metrics_key(key));
   }
-  const std::string json = read_file(sweep_dir / "sweep.json").value();
-  CHECK(json.find(R"("overrides": {"model.local.kind": "swa"}, "status": "done")") != std::string::npos);
+  const nlohmann::json sweep_json = nlohmann::json::parse(read_file(sweep_dir / "sweep.json").value());
+  CHECK(sweep_json["points"][1]["overrides"] == nlohmann::json{{"model.local.kind", "swa"}});
+  CHECK(sweep_json["points"][1]["status"] == "done");
 
   const auto second = ws.succeeds("sweep " + path + " --local --out out");
   CHECK(second.output.find("00_kind-pbb already finished, skipping") != std::string::npos);

@@ -1,0 +1,20 @@
+// `hylo report DIR [DIR...]` (SPEC §7): the final metrics of a sweep's runs as a markdown table
+// (report.md), their spread over seeds and differences paired by seed where train.seed varies,
+// and plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep (or
+// of sweeps with the same base and settings), e.g. launched once per seed, pool into one report.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace hylo {
+
+struct ReportOptions {
+  std::vector<std::string> dirs;  // sweep directories, or directories of run dirs
+  std::string out;                // where report.md goes; empty: the one directory (required for several)
+  std::optional<std::string> baseline;  // pair against the point whose values contain this text
+};
+
+int run_report(const ReportOptions& options);
+
+}  // namespace hylo

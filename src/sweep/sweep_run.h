@@ -1,0 +1,23 @@
+// `hylo sweep FILE` (SPEC §7): plans every point of a sweep file (sweep/sweep.h) before anything
+// runs, then runs them here, one `hylo train` after another (under mpirun when the sweep has
+// `ranks` > 1), or writes a Slurm array job for them. A sweep directory OUT/<name>/ holds
+// sweep.json (points, their overrides, run dirs and status), one run dir per point, and for
+// --slurm points.txt + submit.sbatch.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace hylo {
+
+struct SweepRunOptions {
+  std::string file;
+  std::string out = "runs/sweeps";
+  std::vector<std::string> set;  // --set: every point, after the file's `set`
+  bool slurm = false;            // write the array job instead of running here
+  bool dry_run = false;          // print the plan only
+};
+
+// Returns the process exit code: 1 when a point failed (the others still ran).
+int run_sweep(const SweepRunOptions& options);
+
+}  // namespace hylo
