@@ -19,10 +19,12 @@
 #include "checkpoint/model_checkpoint.h"
 #include "checkpoint/run_dir.h"
 #include "checkpoint/run_lock.h"
+#include "checkpoint/run_state.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "core/rng.h"
 #include "parallel/launch_guard.h"
+#include "train/stop_signal.h"
 #include "error_of.h"
 
 namespace fs = std::filesystem;
@@ -306,4 +308,84 @@ TEST_CASE("checkpoint: a tensor missing from (or extra in) a checkpoint is named
   CHECK(error_of([&] { checkpoint_tensors(one_extra, params, "c.h5", "/optim/m"); }) ==
         "c.h5: /optim/m/blocks.1.attn.wq is not a parameter of this model (the checkpoint holds 4 tensors there, the "
         "model has 3 parameters)");
+}
+
+TEST_CASE("run_dir: relaunching a run without --resume is refused with nothing deleted, even with the same config") {
+  Scratch scratch("relaunch");
+  const std::string run = scratch.str() + "/runs/x";
+  prepare_run_dir(run, "a: 1\n", RunDirMode::fresh);
+  CHECK_NOTHROW(prepare_run_dir(run, "a: 1\n", RunDirMode::fresh));  // nothing ran yet: fine
+  std::ofstream(run + "/metrics.jsonl") << "{\"step\":1}\n{\"step\":2}\n";
+  CHECK(error_of([&] { prepare_run_dir(run, "a: 1\n", RunDirMode::fresh); }) ==
+        run + " already holds a run (2 metrics rows): use --resume auto to continue it or --overwrite to start over");
+  save_checkpoint(checkpoint_path(run, 20), small_state(20));
+  save_checkpoint(checkpoint_path(run, 10), small_state(10));
+  CHECK(error_of([&] { prepare_run_dir(run, "a: 1\n", RunDirMode::fresh); }) ==
+        run + " already holds a run (2 metrics rows, checkpoints up to step_20.h5): use --resume auto to continue it "
+              "or --overwrite to start over");
+  CHECK(read_file(run + "/metrics.jsonl").value() == "{\"step\":1}\n{\"step\":2}\n");
+  CHECK(fs::exists(checkpoint_path(run, 20)));
+  CHECK_NOTHROW(prepare_run_dir(run, "a: 1\n", RunDirMode::resume));
+  CHECK(fs::exists(checkpoint_path(run, 20)));
+}
+
+TEST_CASE("stop signals: the first sets the flag, a second stops at once, and the old handlers come back") {
+  static volatile sig_atomic_t earlier_handler_ran = 0;
+  struct sigaction mine {}, saved {};
+  mine.sa_handler = [](int) { earlier_handler_ran = 1; };
+  sigemptyset(&mine.sa_mask);
+  ::sigaction(SIGUSR1, &mine, &saved);
+  {
+    StopSignals stop;
+    CHECK(stop.received() == 0);
+    ::raise(SIGUSR1);
+    CHECK(stop.received() == SIGUSR1);
+    CHECK(earlier_handler_ran == 0);
+    CHECK(std::string(signal_name(stop.received())) == "SIGUSR1");
+  }
+  ::raise(SIGUSR1);  // its own handler again
+  CHECK(earlier_handler_ran == 1);
+  ::sigaction(SIGUSR1, &saved, nullptr);
+
+  // A second signal (any of the three) ends the process by that signal, without waiting for a step.
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    StopSignals stop;
+    ::raise(SIGTERM);
+    ::raise(SIGINT);
+    ::_exit(stop.received() == SIGTERM ? 10 : 11);  // not reached
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGINT);
+}
+
+TEST_CASE("run state: pending, running (the lock held), preempted, failed, finished, and killed without a word") {
+  Scratch scratch("state");
+  const std::string dir = scratch.str() + "/run";
+  CHECK(run_report(dir, 40).status == RunStatus::pending);
+  fs::create_directories(dir);
+  CHECK(run_report(dir, 40).status == RunStatus::pending);
+  std::ofstream(dir + "/metrics.jsonl") << "{\"step\":1,\"loss\":2}\n{\"step\":2,\"loss\":2}\n{\"step\":2,\"val_loss\":3}\n";
+  {
+    RunDirLock lock(dir);
+    write_run_state(dir, {"running", 2, ""});
+    const RunReport running = run_report(dir, 40);
+    CHECK(running.status == RunStatus::running);
+    CHECK(running.step == 2);
+    CHECK(running.detail.starts_with(fmt::format("pid {} on host ", ::getpid())));
+  }
+  CHECK(run_report(dir, 40).status == RunStatus::failed);  // "running" and nobody at it: killed
+  CHECK(run_report(dir, 40).detail == "stopped without a word (killed, or its node lost) after step 2");
+  write_run_state(dir, {"preempted", 2, "SIGUSR1"});
+  CHECK(read_run_state(dir)->detail == "SIGUSR1");
+  CHECK(run_report(dir, 40).status == RunStatus::preempted);
+  write_run_state(dir, {"failed", 2, "step 3: non-finite loss"});
+  CHECK(run_report(dir, 40).status == RunStatus::failed);
+  CHECK(run_report(dir, 40).detail == "step 3: non-finite loss");
+  save_checkpoint(checkpoint_path(dir, 40), small_state(40));
+  CHECK(run_report(dir, 40).status == RunStatus::finished);
+  CHECK(std::string(run_status_name(RunStatus::preempted)) == "preempted");
 }
