@@ -26,6 +26,18 @@
 #           steps, its probe across two 512-token blocks), each checked by
 #           scripts/check_export.py (PyTorch, float64) against the probe (exit 0); then each check
 #           with a convention broken on purpose (rope, mask), which must fail (exit 1, no match)
+#   hf      hylo export --format hf of six tiny models trained 5 steps on the CPU (full only ->
+#           Llama, swa hybrid and NoPE global -> SmolLM3, QK-norm swa -> Qwen3, the pbb hybrid and
+#           moe-tiny -> hylo's modeling_hylo.py), each checked by scripts/check_hf.py with
+#           transformers: fp32 logits against hylo's probe, cached generate against full forwards and
+#           against `hylo generate --print-ids` (exit 0); then each with a convention broken on
+#           purpose (gate_up, rope, mask), which must fail (exit 1); and `hylo import` of each export
+#           must generate hylo's ids again. Needs data/tokenizer in the carry.
+#   tensorboard  60 tiny steps on cuda; scripts/check_tensorboard.py reads the event file with
+#           TensorBoard's own reader against metrics.jsonl
+#   prepare hylo data prepare of a synthetic jsonl.zst (data/bench_corpus/sample.jsonl.zst, carried,
+#           repeated $PREPARE_REPEAT times) at $PREPARE_WORKERS workers (default 1 2 4 8 16): wall
+#           time and peak RSS of each (/usr/bin/time -v), shard 0 compared between 1 and 16 workers
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   attn_ab the attn stage's shapes, alternating this bundle's hylo with $AB_BASE (a hylo of another
@@ -37,7 +49,8 @@
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
-#           peer at the same width (d 2560, 24 layers, 20 heads, SwiGLU 6912) in the same call
+#           peer at the same width (d 2560, 24 layers, 20 heads, SwiGLU 6912) in the same call;
+#           $DENSE2B_CONFIGS, $DENSE2B_RECOMPUTE and $DENSE2B_PEER (torch variants) narrow it
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
 #           each expert-GEMM path of $MOE_PATHS (default: grouped loop)
@@ -234,6 +247,65 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       $hylo export /tmp/tiny_cuda --out /tmp/tiny_cuda/export_bf16 --dtype bf16 --overwrite
       result=$(python3 scripts/check_export.py /tmp/tiny_cuda/export_bf16 --json "$OUT/export_check_tiny_cuda_bf16.json")
       echo "export tiny_cuda bf16: exit $? $result" | tee -a "$summary" ;;
+    hf)
+      # Six families on the CPU (the probe is hylo's CPU forward; CPU attention takes any head dim),
+      # 5 steps: long enough to leave the initialisation, short enough that greedy text still varies.
+      prompt="The old lighthouse keeper"
+      tiny="--device cpu --set train.steps=5 --set train.eval_every=0 --set train.checkpoint_every=0"
+      declare -A hf_runs=(
+        [full]="configs/tiny.yaml --set model.local.kind=full"
+        [swa]="configs/tiny.yaml --set model.local.kind=swa --set model.local.window=48"
+        [pbb]="configs/tiny.yaml"
+        [qk_norm]="configs/tiny.yaml --set model.qk_norm=true --set model.n_kv_heads=2 --set model.local.kind=swa --set model.local.window=40 --set model.tie_embeddings=false"
+        [nope]="configs/tiny.yaml --set model.global.nope=true --set model.local.kind=swa --set model.local.window=32"
+        [moe]="configs/moe-tiny.yaml --set model.moe.bias_update_rate=0.01"
+      )
+      for name in full swa pbb qk_norm nope moe; do
+        run=/tmp/hf_$name
+        # shellcheck disable=SC2086  # the family's config and --set flags
+        $hylo train ${hf_runs[$name]} --run-dir $run --overwrite $tiny 2>&1 | tail -1
+        $hylo export $run --format hf --out $run/hf --overwrite 2>&1 | tail -1
+        $hylo generate $run --prompt "$prompt" --max-new-tokens 80 --print-ids --device cpu >$run/hylo_ids.txt 2>&1
+        cp $run/hf/config.json "$OUT/hf_${name}_config.json"
+        for broken in none gate_up rope mask; do
+          result=$(python3 scripts/check_hf.py $run/hf --prompt "$prompt" --hylo-ids $run/hylo_ids.txt \
+            --mutate $broken --json "$OUT/hf_check_${name}_$broken.json" 2>"$OUT/hf_check_${name}_$broken.log")
+          echo "hf $name, broken: $broken: exit $? $(echo "$result" | cut -c1-400)" | tee -a "$summary"
+        done
+        $hylo import $run/hf --out $run/imported --overwrite 2>&1 | tail -1
+        $hylo generate $run/imported --prompt "$prompt" --max-new-tokens 80 --print-ids --device cpu >$run/imported_ids.txt 2>&1
+        echo "hf $name import -> generate equals: $(cmp -s <(grep '^ids:' $run/hylo_ids.txt) <(grep '^ids:' $run/imported_ids.txt) && echo true || echo false)" |
+          tee -a "$summary"
+      done ;;
+    tensorboard)
+      # issue 35 item 4: the event file hylo writes, read by TensorBoard's own reader (tensorboard 2.21
+      # on the GPU machine) and checked scalar by scalar against metrics.jsonl.
+      $hylo train configs/tiny.yaml --device cuda --run-dir /tmp/tb_tiny --overwrite \
+        --set model.d_model=128 --set model.n_heads=2 --set train.steps=60 --set train.eval_every=20 \
+        --set train.checkpoint_every=0 2>&1 | tail -3
+      result=$(python3 scripts/check_tensorboard.py /tmp/tb_tiny 2>&1)
+      echo "tensorboard: exit $? $(echo "$result" | tail -2 | tr '\n' ' ')" | tee -a "$summary"
+      cp /tmp/tb_tiny/events.out.tfevents.* /tmp/tb_tiny/metrics.jsonl "$OUT/" 2>/dev/null ;;
+    prepare)
+      # issue 34: hylo data prepare on a synthetic jsonl.zst corpus at 1-16 workers on this host's 16
+      # cores. data/bench_corpus/sample.jsonl.zst (carried) is repeated PREPARE_REPEAT times: zstd
+      # frames concatenate, so the repeated file is a valid .zst of the repeated documents.
+      mkdir -p /tmp/prep && rm -f /tmp/prep/corpus.jsonl.zst
+      for _ in $(seq "${PREPARE_REPEAT:-20}"); do cat data/bench_corpus/sample.jsonl.zst >>/tmp/prep/corpus.jsonl.zst; done
+      bytes=$(($(cat data/bench_corpus/sample.bytes) * ${PREPARE_REPEAT:-20}))  # uncompressed, counted where it was made
+      for w in ${PREPARE_WORKERS:-1 2 4 8 16}; do
+        rm -rf /tmp/prep/out_$w
+        # rc, wall seconds, peak RSS (kB) of the child: python's getrusage, since /usr/bin/time may be absent
+        res=$(python3 -c 'import resource, subprocess, sys, time
+t = time.time(); rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[-1] + ".log", "w")).returncode
+print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)' \
+          $hylo data prepare --input /tmp/prep/corpus.jsonl.zst --workers $w --out /tmp/prep/out_$w)
+        cp /tmp/prep/out_$w.log "$OUT/prepare_w$w.log" 2>/dev/null
+        echo "prepare: workers $w rc/wall_s/peak_rss_kb $res input_bytes $bytes MB/s $(echo "$res" |
+          awk -v b=$bytes '{printf "%.1f", b / $2 / 1e6}')" | tee -a "$summary"
+      done
+      cmp -s /tmp/prep/out_1/train_000000.bin /tmp/prep/out_16/train_000000.bin 2>/dev/null &&
+        echo "prepare: shard 0 identical for 1 and 16 workers" | tee -a "$summary" ;;
     attn)
       bench_attention "$hylo" "$OUT/bench_attention.json" | tail -16 ;;
     attn_ab)
@@ -266,15 +338,15 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
     dense2b)
       # issue 37 goal 4: the dense 2B hybrids (configs/2b-*.yaml), 16 x 2048, without and with
       # activation recompute (its cost), then the PyTorch peer at the same width in the same call.
-      for cfg in 2b-pbb 2b-full; do
-        for rc in false true; do
-          $hylo bench train configs/$cfg.yaml --steps 8 --warmup 3 --set train.recompute=$rc \
+      for cfg in ${DENSE2B_CONFIGS:-2b-pbb 2b-full}; do
+        for rc in ${DENSE2B_RECOMPUTE:-false true}; do
+          timeout 300 $hylo bench train configs/$cfg.yaml --steps 8 --warmup 3 --set train.recompute=$rc \
             --json "$OUT/bench_train_${cfg}_recompute_$rc.json" 2>&1 |
             tee "$OUT/bench_train_${cfg}_recompute_$rc.log" | tail -1 | sed "s/^/$cfg recompute $rc: /" | tee -a "$summary"
         done
       done
       OUT="$OUT/torch_2b" python3 .peers/torch_ref.py train --layers 24 --d-model 2560 --heads 20 --ffn 6912 \
-        --variants pbb,full --tag 2b --deadline $(($(date +%s) + 300)) 2>&1 | tail -6 | tee -a "$summary" ;;
+        --variants ${DENSE2B_PEER:-pbb,full} --tag 2b --deadline $(($(date +%s) + 300)) 2>&1 | tail -6 | tee -a "$summary" ;;
     torch)
       python3 .peers/torch_ref.py train --layers 12 --variants pbb,swa,full \
         --deadline $(($(date +%s) + 420)) 2>&1 | tail -12 | tee -a "$summary" ;;
