@@ -252,7 +252,8 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
   try {
     std::string what = "on " + sweep.value("base", std::string());
     std::map<std::string, std::string> set;  // sorted: the same set reads the same
-    for (const auto& [key, value] : sweep.value("set", json::object()).items())
+    const json sweep_set = sweep.value("set", json::object());  // named: items() does not keep it alive
+    for (const auto& [key, value] : sweep_set.items())
       if (key != "train.seed") set[key] = value.get<std::string>();
     for (const auto& [k, v] : set) what += fmt::format(" {}={}", k, v);
     for (const json& m : sweep.value("metrics", json::array())) add_once(metrics, m.get<std::string>());
@@ -263,7 +264,8 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
       row.name = prefix + name;
       row.run_dir = dir / name;
       row.in_sweep = true;
-      for (const auto& [key, value] : p.value("overrides", json::object()).items()) {
+      const json overrides = p.value("overrides", json::object());
+      for (const auto& [key, value] : overrides.items()) {
         add_once(keys, key);
         row.overrides[key] = value.get<std::string>();
       }
