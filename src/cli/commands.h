@@ -13,7 +13,8 @@ namespace hylo {
 void add_train_command(CLI::App& app);     // cli/model_commands.cpp
 void add_eval_command(CLI::App& app);      // cli/eval_command.cpp
 void add_params_command(CLI::App& app);    // cli/model_commands.cpp
-void add_export_command(CLI::App& app);    // cli/model_commands.cpp
+void add_export_command(CLI::App& app);    // cli/export_commands.cpp: --format hylo | hf
+void add_import_command(CLI::App& app);    // cli/export_commands.cpp: a Hugging Face model as a run
 void add_generate_command(CLI::App& app);  // cli/generate_command.cpp
 void add_data_command(CLI::App& app);      // cli/data_commands.cpp: prepare, encode, decode, inspect, bench
 void add_sweep_command(CLI::App& app);     // cli/sweep_commands.cpp

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   hylo::add_params_command(app);
   hylo::add_generate_command(app);
   hylo::add_export_command(app);
+  hylo::add_import_command(app);
   hylo::add_data_command(app);
   hylo::add_sweep_command(app);
   hylo::add_report_command(app);

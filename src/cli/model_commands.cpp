@@ -1,4 +1,4 @@
-// `hylo train`, `hylo eval`, `hylo params`, `hylo export`.
+// `hylo train`, `hylo eval`, `hylo params`.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -10,7 +10,6 @@
 #include "core/file.h"
 #include "data/tokenizer.h"
 #include "eval/evaluate.h"
-#include "checkpoint/export.h"
 #include "nn/flops.h"
 #include "eval/last_word.h"
 #include "checkpoint/model_checkpoint.h"
@@ -119,23 +118,6 @@ int run_params(const ParamsOptions& o) {
   return 0;
 }
 
-struct ExportCommandOptions {
-  std::string path;
-  std::vector<std::string> overrides;
-  std::string dtype = "f32";
-  ExportOptions options;
-};
-
-int run_export(const ExportCommandOptions& e) {
-  ExportOptions o = e.options;
-  o.dtype = e.dtype == "f32" ? DType::f32 : DType::bf16;
-  const LoadedModel loaded = load_model_checkpoint(e.path, e.overrides, Device::cpu);  // the probe runs the CPU reference
-  export_model(loaded, o);
-  fmt::print("{} (step {}) -> {}/model.safetensors ({}), {}/config.json\n", loaded.path, loaded.step, o.out_dir,
-             o.dtype == DType::f32 ? "f32" : "bf16", o.out_dir);
-  return 0;
-}
-
 }  // namespace
 
 void add_eval_command(CLI::App& app) {
@@ -157,17 +139,6 @@ void add_params_command(CLI::App& app) {
   cli::add_positive(cmd, "--ranks", o->ranks, "also each rank's share on this many ranks (default: what train.expert_parallel needs)");
   cli::add_overrides(cmd, o->overrides);
   cli::run_with(cmd, [o] { return run_params(*o); });
-}
-
-void add_export_command(CLI::App& app) {
-  auto o = std::make_shared<ExportCommandOptions>();
-  CLI::App* cmd = cli::add_command(app, "export", "model.safetensors + config.json, with a probe for checking a reimplementation");
-  cmd->add_option("RUN_DIR_OR_CHECKPOINT", o->path, "a run directory or a checkpoint .h5")->required();
-  cmd->add_option("--out", o->options.out_dir, "where the files go")->required();
-  cli::add_choice(cmd, "--dtype", o->dtype, {"f32", "bf16"}, "of the parameters");
-  cmd->add_flag("--overwrite", o->options.overwrite, "replace model.safetensors / config.json already there");
-  cli::add_overrides(cmd, o->overrides);
-  cli::run_with(cmd, [o] { return run_export(*o); });
 }
 
 }  // namespace hylo

@@ -23,6 +23,8 @@
 #include "checkpoint/safetensors.h"
 #include "core/file.h"
 #include "error_of.h"
+#include "model_checkpoint_fixture.h"
+#include "run_command.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;
@@ -421,4 +423,34 @@ TEST_CASE("hf export: modeling_hylo.py is valid Python (when python3 is here)") 
   write_file_atomic(s / "modeling_hylo.py", hf_modeling_py());
   CHECK(std::system(("python3 -c \"import ast, sys; ast.parse(open(sys.argv[1]).read())\" " + (s / "modeling_hylo.py"))
                         .c_str()) == 0);
+}
+
+TEST_CASE("hylo export --format hf and hylo import on the command line") {
+  const Scratch s("hylo_hf_cli_");
+  const std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo", run = s / "run", hf = s / "hf", back = s / "back";
+  LoadedModel loaded = loaded_model(family("pbb"));
+  test::write_model_checkpoint(run, loaded.config, *loaded.model, 7);
+  const std::string tokenizer = " --tokenizer " + tokenizer_path("r50k_base.tiktoken");
+  const auto exported = test::run_command(hylo + " export " + run + " --format hf --out " + hf + tokenizer);
+  REQUIRE_MESSAGE(exported.exit_code == 0, exported.output);
+  CHECK(exported.output.find("HyloForCausalLM") != std::string::npos);
+  CHECK(exported.output.find("trust_remote_code=True") != std::string::npos);
+  const auto imported = test::run_command(hylo + " import " + hf + " --out " + back);
+  REQUIRE_MESSAGE(imported.exit_code == 0, imported.output);
+  CHECK(imported.output.find("--resume auto") != std::string::npos);
+  const CheckpointState a = load_checkpoint(run + "/checkpoints/step_7.h5"),
+                        b = load_checkpoint(back + "/checkpoints/step_7.h5");
+  REQUIRE(a.model.size() == b.model.size());
+  for (size_t i = 0; i < a.model.size(); ++i) CHECK(same_bytes(a.model[i].value, b.model[i].value));
+  CHECK(a.config_yaml == b.config_yaml);
+  // The default format stays hylo's own.
+  const auto own = test::run_command(hylo + " export " + run + " --out " + (s / "own"));
+  REQUIRE_MESSAGE(own.exit_code == 0, own.output);
+  CHECK(read_json(s / "own/config.json")["format"] == "hylo");
+  const auto bad = test::run_command(hylo + " export " + run + " --format onnx --out " + (s / "x"));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("--format") != std::string::npos);
+  const auto again = test::run_command(hylo + " import " + hf + " --out " + back);
+  CHECK(again.exit_code == 1);
+  CHECK(again.output.find(back + ": already exists (use --overwrite to replace its checkpoints)") != std::string::npos);
 }
