@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 ./scripts/fetch_data.sh --core
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target hylo
-[ -f data/tokens/train.bin ] || build/hylo data prepare --sources core --out data/tokens
+[ -f data/tokens/train_000000.bin ] || build/hylo data prepare --sources core --out data/tokens
 
 gpu=()
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 && grep -q HYLO_CUDA:BOOL=ON build/CMakeCache.txt; then

@@ -96,8 +96,10 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.expert_parallel"), t.expert_parallel, "ep ep_size expert_parallel_size expert_model_parallel_size");
   f(std::string("train.hang_timeout_s"), t.hang_timeout_s, "timeout nccl_timeout collective_timeout dist_timeout");
 
-  f(std::string("data.train"), c.data.train, "train_bin train_path train_data");
-  f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation");
+  f(std::string("data.train"), c.data.train, "train_bin train_path train_data train_files");
+  f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation val_files");
+  f(std::string("data.mix"), c.data.mix, "mixture datasets blend data_mix weights");
+  f(std::string("data.format"), c.data.format, "token_format file_format");
   f(std::string("data.retrieval_mix"), c.data.retrieval_mix, "copy_task synthetic_retrieval retrieval_rate");
   f(std::string("device"), c.device, "backend");
 }
@@ -188,6 +190,8 @@ std::optional<double> parse_double(std::string_view s) {
   return v;
 }
 
+const std::vector<std::string> kMixKeys = {"path", "weight"};
+
 struct ScalarTarget {
   const std::string& origin;
   const std::string& key;
@@ -237,6 +241,41 @@ struct ScalarTarget {
     if (s == "true" || s == "yes" || s == "on") out = true;
     else if (s == "false" || s == "no" || s == "off") out = false;
     else fail("true or false");
+  }
+  void assign(PathList& out) const {
+    out.items.clear();
+    if (node.IsNull()) return;
+    if (node.IsScalar()) {
+      out = PathList(node.Scalar());
+      return;
+    }
+    if (!node.IsSequence()) fail("a path, a glob or a list of them");
+    for (const auto& item : node) {
+      if (!item.IsScalar() || item.Scalar().empty()) fail("a list of paths or globs");
+      out.items.push_back(item.Scalar());
+    }
+  }
+  void assign(std::vector<MixEntry>& out) const {
+    out.clear();
+    if (node.IsNull()) return;
+    if (!node.IsSequence()) fail("a list of {path: GLOB_OR_LIST, weight: W}");
+    for (size_t i = 0; i < node.size(); ++i) {
+      const YAML::Node& item = node[i];
+      const std::string at = fmt::format("{}[{}]", key, i);
+      if (!item.IsMap()) HYLO_FAIL("{}: {}: expected {{path: GLOB_OR_LIST, weight: W}}, got {}", origin, at, describe(item));
+      MixEntry entry;
+      bool has_path = false;
+      for (const auto& kv : item) {
+        const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+        const std::string sub = at + "." + name;
+        if (name == "path") ScalarTarget{origin, sub, kv.second}.assign(entry.path), has_path = true;
+        else if (name == "weight") ScalarTarget{origin, sub, kv.second}.assign(entry.weight);
+        else HYLO_FAIL("{}: unknown key '{}'{} (a mixture entry has path and weight)", origin, sub,
+                       did_you_mean(name, kMixKeys));
+      }
+      if (!has_path || entry.path.empty()) HYLO_FAIL("{}: {}: no path (the dataset's token files or globs)", origin, at);
+      out.push_back(std::move(entry));
+    }
   }
   void assign(std::string& out) const {
     if (node.IsNull()) {  // `val:` with nothing after it means the empty string, not an error
@@ -339,7 +378,29 @@ void emit(YAML::Emitter& out, const std::string& v) {
   if (needs_quotes(v)) out << YAML::DoubleQuoted;
   out << v;
 }
+void emit(YAML::Emitter& out, const PathList& v) {
+  if (v.items.size() == 1) return emit(out, v.items[0]);
+  if (v.items.empty()) return emit(out, std::string());
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const std::string& item : v.items) emit(out, item);
+  out << YAML::EndSeq;
+}
 void emit(YAML::Emitter& out, double v) { out << yaml_double(v); }
+void emit(YAML::Emitter& out, const std::vector<MixEntry>& mix) {
+  if (mix.empty()) {
+    out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+    return;
+  }
+  out << YAML::BeginSeq;
+  for (const MixEntry& e : mix) {
+    out << YAML::Flow << YAML::BeginMap << YAML::Key << "path" << YAML::Value;
+    emit(out, e.path);
+    out << YAML::Key << "weight" << YAML::Value;
+    emit(out, e.weight);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
 void emit(YAML::Emitter& out, bool v) { out << (v ? "true" : "false"); }
 template <class T>
   requires std::is_integral_v<T>
@@ -398,8 +459,28 @@ Config config_from_yaml_text(const std::string& yaml, const std::string& origin,
   config.source_path = origin;
   Loader(config, origin).apply("", parse_document(yaml, origin));
   for (const auto& o : overrides) apply_override(config, o);
+  // A mixture is the training data: data.train's default then gives way to it (one set on purpose
+  // beside data.mix is refused by validate()).
+  if (!config.data.mix.empty() && config.data.train == DataConfig{}.train) config.data.train = PathList();
   validate(config);
   return config;
+}
+
+std::vector<data::DatasetSpec> train_datasets(const DataConfig& d) {
+  const data::ShardFormat format = data::parse_shard_format(d.format, "data.format");
+  if (d.mix.empty()) return {data::DatasetSpec{d.train.items, 1, format}};
+  std::vector<data::DatasetSpec> out;
+  for (const MixEntry& e : d.mix) out.push_back({e.path.items, e.weight, format});
+  return out;
+}
+
+data::DatasetSpec val_dataset(const DataConfig& d) {
+  return {d.val.items, 1, data::parse_shard_format(d.format, "data.format")};
+}
+
+data::ShardReader first_val_shard(const DataConfig& d) {
+  return data::ShardReader(data::resolve_shard_paths(d.val.items, "data.val").front(), /*verify_payload=*/true,
+                           data::parse_shard_format(d.format, "data.format"));
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -437,6 +518,13 @@ std::string to_yaml(const Config& c) {
   return std::string(out.c_str()) + "\n";
 }
 
+std::string path_list_json(const PathList& p) {
+  if (p.items.size() == 1) return json_string(p.items[0]);
+  std::string out = "[";
+  for (size_t i = 0; i < p.items.size(); ++i) out += (i ? ", " : "") + json_string(p.items[i]);
+  return out + "]";
+}
+
 std::string section_to_json(const Config& c, const std::string& section) {
   std::string out = "{";
   std::vector<std::string> open;  // objects currently open below the section
@@ -457,7 +545,14 @@ std::string section_to_json(const Config& c, const std::string& section) {
     if constexpr (std::is_same_v<T, std::string>) out += json_string(value);
     else if constexpr (std::is_same_v<T, bool>) out += value ? "true" : "false";
     else if constexpr (std::is_floating_point_v<T>) out += json_number(value);
-    else out += fmt::format("{}", value);
+    else if constexpr (std::is_same_v<T, PathList>) out += path_list_json(value);
+    else if constexpr (std::is_same_v<T, std::vector<MixEntry>>) {
+      out += "[";
+      for (size_t i = 0; i < value.size(); ++i)
+        out += fmt::format("{}{{\"path\": {}, \"weight\": {}}}", i ? ", " : "", path_list_json(value[i].path),
+                           json_number(value[i].weight));
+      out += "]";
+    } else out += fmt::format("{}", value);
   });
   for (; !open.empty(); open.pop_back()) out += "}";
   return out + "}";

@@ -3,11 +3,15 @@
 // table in config.cpp (parse, to_yaml and "did you mean" all read it).
 #pragma once
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/dtype.h"
+#include "data/shard_set.h"
 #include "nn/model_config.h"
 
 namespace hylo {
@@ -38,13 +42,46 @@ struct TrainConfig {
   bool operator==(const TrainConfig&) const = default;
 };
 
+// data.train / data.val: one token file or glob, or a list of them (a YAML scalar or sequence),
+// read as one stream in order (data/shard_set.h). An empty string is the empty list.
+struct PathList {
+  std::vector<std::string> items;
+  PathList() = default;
+  PathList(std::vector<std::string> paths) : items(std::move(paths)) {}
+  PathList(std::string path) {
+    if (!path.empty()) items.push_back(std::move(path));
+  }
+  PathList(const char* path) : PathList(std::string(path)) {}
+  PathList(const std::filesystem::path& path) : PathList(path.string()) {}
+  bool empty() const { return items.empty(); }
+  bool operator==(const PathList&) const = default;
+};
+
+// One dataset of data.mix: {path: GLOB_OR_LIST, weight: W}.
+struct MixEntry {
+  PathList path;
+  double weight = 1;
+  bool operator==(const MixEntry&) const = default;
+};
+
 struct DataConfig {
-  std::string train = "data/tokens/train.bin", val = "data/tokens/val.bin";
+  PathList train = "data/tokens/train_*.bin", val = "data/tokens/val_*.bin";
+  // A weighted mixture of datasets, each row of a batch drawn from one (data/loader.h); when
+  // given it is the training data and data.train stays unset.
+  std::vector<MixEntry> mix;
+  std::string format = "auto";  // of every token file: auto (by magic) | hylo | llmc | nanogpt
   // The fraction of training tokens that source spans K V and their repeats are written over
   // (data/source_span.h): teaches copying from context in budgets where text alone does not.
   double retrieval_mix = 0;
   bool operator==(const DataConfig&) const = default;
 };
+
+// The training datasets (data.mix, or data.train as one) and the validation one, as the loader
+// takes them.
+std::vector<data::DatasetSpec> train_datasets(const DataConfig& data);
+data::DatasetSpec val_dataset(const DataConfig& data);
+// The first file of data.val, opened and verified: what the retrieval and last-word tasks read.
+data::ShardReader first_val_shard(const DataConfig& data);
 
 struct Config {
   ModelConfig model;
@@ -87,3 +124,13 @@ std::string section_to_json(const Config& config, const std::string& section);
 std::vector<std::string> config_keys();
 
 }  // namespace hylo
+
+// "{}" of a PathList: its items joined by ", " (what error messages show).
+template <>
+struct fmt::formatter<hylo::PathList> : fmt::formatter<std::string> {
+  auto format(const hylo::PathList& p, fmt::format_context& ctx) const {
+    std::string joined;
+    for (const std::string& item : p.items) joined += (joined.empty() ? "" : ", ") + item;
+    return fmt::formatter<std::string>::format(joined, ctx);
+  }
+};

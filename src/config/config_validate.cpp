@@ -141,9 +141,17 @@ void validate(const Config& c) {
     ck.need(m.moe.experts % t.expert_parallel == 0,
             "model.moe.experts={} is not divisible by train.expert_parallel={}", m.moe.experts, t.expert_parallel);
   }
-  ck.need(!c.data.train.empty(), "data.train is empty (path of the training token shard)");
+  ck.need(!c.data.train.empty() || !c.data.mix.empty(),
+          "data.train is empty (the training token files: a path, a glob or a list; or data.mix)");
+  ck.need(c.data.train.empty() || c.data.mix.empty(),
+          "data.train ({}) and data.mix are both set: the mixture is the training data, remove data.train",
+          c.data.train);
+  for (size_t i = 0; i < c.data.mix.size(); ++i)
+    ck.need(c.data.mix[i].weight > 0 && std::isfinite(c.data.mix[i].weight),
+            "data.mix[{}].weight={} must be a positive number", i, yaml_double(c.data.mix[i].weight));
+  ck.one_of("data.format", c.data.format, {"auto", "hylo", "llmc", "nanogpt"});
   ck.need(t.eval_every == 0 || !c.data.val.empty(),
-          "data.val is empty but train.eval_every={} evaluates on it (path of the validation token shard, or "
+          "data.val is empty but train.eval_every={} evaluates on it (the validation token files, or "
           "train.eval_every=0)",
           t.eval_every);
   ck.within("data.retrieval_mix", c.data.retrieval_mix, 0, 1);

@@ -13,7 +13,6 @@
 #include <fstream>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <sstream>
 
 #include "core/error.h"
@@ -22,6 +21,7 @@
 #include "core/suggest.h"
 #include "data/prepare_pipeline.h"
 #include "data/shard.h"
+#include "data/shard_output.h"
 #include "data/tokenizer.h"
 
 namespace hylo::data {
@@ -36,7 +36,6 @@ const std::vector<std::string> kExtraSources = {"gcide", "linux-doc", "python-do
 constexpr double kPresetValFraction = 0.06;
 
 constexpr int32_t kSeparator = kEndOfTextId;
-const char* const kSplitNames[2] = {"train", "val"};
 
 uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
   x += 0x9e3779b97f4a7c15ull;
@@ -72,72 +71,6 @@ class SplitRule {
   uint64_t val_docs_, n_ = 0, s_ = 0, seed_ = 0;
 };
 
-// One split's stream of shards in the staging folder.
-class SplitWriter {
- public:
-  SplitWriter(fs::path dir, int split, uint64_t shard_tokens, uint64_t vocab)
-      : dir_(std::move(dir)), split_(split), shard_tokens_(shard_tokens), vocab_(vocab) {}
-
-  // Documents of a shard are its separators (text never encodes to 50256).
-  void append(std::span<const int32_t> tokens) {
-    while (!tokens.empty()) {
-      if (!shard_) {
-        shard_ = std::make_unique<ShardWriter>((dir_ / shard_name(shards.size())).string(), vocab_);
-        documents_in_shard_ = 0;
-      }
-      const auto take = size_t(std::min<uint64_t>(tokens.size(), shard_tokens_ - shard_->size()));
-      const auto piece = tokens.first(take);
-      documents_in_shard_ += uint64_t(std::count(piece.begin(), piece.end(), kSeparator));
-      shard_->append(piece);
-      tokens = tokens.subspan(take);
-      total += take;
-      if (shard_->size() == shard_tokens_) finish_shard();
-    }
-  }
-  void finish_shard() {
-    if (!shard_) return;
-    ShardSummary s{fs::path(shard_->path()).filename().string(), split_ == 1, shard_->size(), documents_in_shard_, 0};
-    s.crc = shard_->finish(documents_in_shard_, metadata(split_, shards.size(), rule));
-    shards.push_back(s);
-    shard_.reset();
-  }
-  std::string shard_name(size_t index) const { return fmt::format("{}_{:06d}.bin", kSplitNames[split_], index); }
-
-  std::string metadata(int split, size_t index, const std::string& split_rule) const {
-    std::string m = fmt::format("split={}\nshard={}\ntokenizer={}\nseed={}\nsplit_rule={}\ncorpus=manifest.json\n"
-                                "separator=50256 before every document\n",
-                                kSplitNames[split], index, tokenizer, seed, split_rule);
-    if (split == 1) m += "manifest=val_documents.tsv\n";  // eval/last_word.h's source labels
-    return m.size() <= kShardMetadataBytes ? m : m.substr(0, kShardMetadataBytes);
-  }
-
-  std::vector<ShardSummary> shards;
-  uint64_t total = 0;
-  std::string rule, tokenizer;
-  uint64_t seed = 0;
-
- private:
-  fs::path dir_;
-  int split_;
-  uint64_t shard_tokens_, vocab_;
-  std::unique_ptr<ShardWriter> shard_;
-  uint64_t documents_in_shard_ = 0;
-};
-
-// Removed on destruction unless released: a failed prepare leaves no staging folder behind.
-struct StagingDir {
-  fs::path path;
-  bool keep = false;
-  explicit StagingDir(fs::path p) : path(std::move(p)) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~StagingDir() {
-    std::error_code ec;
-    if (!keep) fs::remove_all(path, ec);
-  }
-};
-
 std::string tsv_field(std::string s) {
   std::replace_if(s.begin(), s.end(), [](char c) { return c == '\t' || c == '\n' || c == '\r'; }, ' ');
   return s;
@@ -148,55 +81,6 @@ std::string default_label(const std::string& input) {
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
   const std::string name = fs::path(trimmed).filename().string();
   return name.empty() ? trimmed : name;
-}
-
-// Fewer than two documents, or none in validation: the training stream's last tokens become it.
-// The shards past the cut move to val (the one holding the cut is rewritten in two).
-void split_by_token_range(const fs::path& dir, SplitWriter& train, SplitWriter& val, double fraction) {
-  const uint64_t total = train.total;
-  HYLO_CHECK(total >= 2, "the corpus holds {} token(s): too few for a training and a validation split", total);
-  const auto take = std::max<uint64_t>(1, uint64_t(std::ceil(fraction * double(total))));
-  const uint64_t cut = total - take;
-  std::vector<ShardSummary> old = std::move(train.shards);
-  train.shards.clear();
-  std::vector<int32_t> buffer;
-  auto copy = [&](const ShardReader& r, uint64_t begin, uint64_t end, auto&& sink) {
-    for (uint64_t at = begin; at < end;) {
-      const uint64_t n = std::min<uint64_t>(end - at, 1 << 20);
-      buffer.resize(n);
-      r.copy_tokens(at, n, buffer.data());
-      sink(std::span<const int32_t>(buffer));
-      at += n;
-    }
-  };
-  uint64_t begin = 0;
-  for (const ShardSummary& s : old) {
-    const uint64_t end = begin + s.tokens;
-    const std::string path = (dir / s.file).string();
-    if (end <= cut) {
-      rewrite_shard_metadata(path, train.metadata(0, train.shards.size(), train.rule));
-      train.shards.push_back(s);
-    } else {
-      std::optional<ShardReader> reader(std::in_place, path);
-      if (begin < cut) {
-        ShardWriter head(path, reader->vocab_size());
-        uint64_t documents = 0;
-        copy(*reader, 0, cut - begin, [&](std::span<const int32_t> t) {
-          documents += uint64_t(std::count(t.begin(), t.end(), kSeparator));
-          head.append(t);
-        });
-        ShardSummary h{s.file, false, cut - begin, documents, 0};
-        h.crc = head.finish(documents, train.metadata(0, train.shards.size(), train.rule));
-        train.shards.push_back(h);
-      }
-      copy(*reader, std::max(begin, cut) - begin, s.tokens, [&](std::span<const int32_t> t) { val.append(t); });
-      reader.reset();
-      if (begin >= cut) fs::remove(path);
-    }
-    begin = end;
-  }
-  train.total = cut;
-  val.finish_shard();
 }
 
 json manifest_json(const CorpusOptions& o, const std::vector<CorpusFile>& files, const CorpusReader& reader,
@@ -236,14 +120,6 @@ json manifest_json(const CorpusOptions& o, const std::vector<CorpusFile>& files,
           {"tokens", {{"train", summary.tokens[0]}, {"val", summary.tokens[1]}}},
           {"inputs", std::move(inputs)},
           {"shards", std::move(shards)}};
-}
-
-// Replaces the numbered shards and manifest of an earlier prepare in out_dir with the staged ones.
-void publish(const fs::path& staging, const fs::path& out) {
-  static const std::regex ours(R"((train|val)_\d{6}\.bin|manifest\.json|val_documents\.tsv)");
-  for (const auto& entry : fs::directory_iterator(out))
-    if (entry.is_regular_file() && std::regex_match(entry.path().filename().string(), ours)) fs::remove(entry.path());
-  for (const auto& entry : fs::directory_iterator(staging)) fs::rename(entry.path(), out / entry.path().filename());
 }
 
 void check_options(const CorpusOptions& o) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "data/corpus_reader.h"
+#include "data/shard_output.h"
 
 namespace hylo::data {
 
@@ -63,13 +64,6 @@ struct InputSummary {
   uint64_t files = 0, raw_bytes = 0, text_bytes = 0, empty_documents = 0;
   uint64_t documents[2] = {0, 0};  // [train, val]
   uint64_t tokens[2] = {0, 0};     // without the separators
-};
-
-struct ShardSummary {
-  std::string file;  // name inside out_dir
-  bool val = false;
-  uint64_t tokens = 0, documents = 0;
-  uint32_t crc = 0;
 };
 
 struct PrepareSummary {

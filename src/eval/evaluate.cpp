@@ -13,8 +13,8 @@ double val_loss_sum(const Transformer& model, const Config& config, Device devic
   const int B = t.micro_batch();
   // A fixed seed, independent of the training seed's progress: every evaluation sees the same
   // batches. Batch i is a function of i alone, so a rank can go straight to its own.
-  data::DataLoader val(config.data.val, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed,
-                       /*prefetch=*/false);
+  data::DataLoader val({val_dataset(config.data)}, B, t.seq_len, /*rank=*/0, /*world_size=*/1, /*seed=*/0x5eed,
+                       /*prefetch=*/false, /*retrieval_mix=*/0, "data.val");
   const int vocab_valid = int(val.vocab_size());
   // Expert-parallel ranks exchange tokens in every forward, so each runs as many as the busiest:
   // a rank past its share repeats a batch and drops the result.

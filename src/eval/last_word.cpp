@@ -175,7 +175,7 @@ LastWordResult tally_last_word(const LastWordSet& set, const std::vector<SpanSco
 LastWordResult evaluate_last_word(const Transformer& model, const Config& config, Device device,
                                   const data::Tokenizer& tokenizer, LastWordOptions options) {
   if (options.seq_len == 0) options.seq_len = config.train.seq_len;
-  const data::ShardReader val(config.data.val);
+  const data::ShardReader val = first_val_shard(config.data);
   const LastWordSet set = build_last_word_set(val, tokenizer, options);
   std::vector<ScoredSequence> sequences;
   for (const LastWordPassage& p : set.passages) sequences.push_back({p.ids, p.word_first, p.word_tokens});

@@ -105,7 +105,7 @@ RetrievalResult tally_retrieval(const std::vector<RetrievalItem>& items, const s
 
 RetrievalTask::RetrievalTask(const Config& config, RetrievalOptions options) : options_(std::move(options)) {
   if (options_.seq_len == 0) options_.seq_len = config.train.seq_len;
-  const data::ShardReader val(config.data.val);
+  const data::ShardReader val = first_val_shard(config.data);
   items_ = build_retrieval_set(val, options_);
   vocab_valid_ = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
   const AttnKindConfig& local = config.model.local;

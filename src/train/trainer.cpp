@@ -125,14 +125,17 @@ Trainer::Trainer(const TrainOptions& options) {
     ep_group_ = comm_->split(comm_->rank() / t.expert_parallel, comm_->rank());
     expert_replicas_ = comm_->split(comm_->rank() % t.expert_parallel, comm_->rank());
   }
-  loader_ = std::make_unique<data::DataLoader>(config_.data.train, micro_batch_, t.seq_len, comm_->rank(), world,
-                                               t.seed, /*prefetch=*/true, config_.data.retrieval_mix);
+  loader_ = std::make_unique<data::DataLoader>(train_datasets(config_.data), micro_batch_, t.seq_len, comm_->rank(),
+                                               world, t.seed, /*prefetch=*/true, config_.data.retrieval_mix,
+                                               config_.data.mix.empty() ? "data.train" : "data.mix");
   data::check_vocab(*loader_, config_.model.vocab_size);
   vocab_valid_ = int(loader_->vocab_size());
-  // The val shard is first read at the first evaluation: check it now (header, size, CRC, vocab),
-  // so that a bad one fails the launch and not a run hours in.
+  // The val files are first read at the first evaluation: check them now (header, size, CRC, ids,
+  // vocab, one sequence's worth), so that a bad one fails the launch and not a run hours in.
   if (t.eval_every > 0)
-    data::check_vocab(data::ShardReader(config_.data.val), config_.model.vocab_size);
+    data::check_vocab(data::DataLoader({val_dataset(config_.data)}, t.micro_batch(), t.seq_len, 0, 1, 0x5eed,
+                                       /*prefetch=*/false, 0, "data.val"),
+                      config_.model.vocab_size);
   if (t.eval_retrieval > 0) {
     RetrievalOptions options;
     options.per_distance = t.eval_retrieval;

@@ -141,7 +141,7 @@ TEST_CASE("config: unknown keys name the nearest valid key") {
         "--set train.lerning_rate=1: unknown key 'train.lerning_rate' (did you mean 'train.lr'?)");
   // Nothing close: the valid keys of that section are listed instead.
   std::string msg = yaml_error("data:\n  zzzzzzzzzz: 1\n");
-  CHECK(msg == "configs/x.yaml: unknown key 'data.zzzzzzzzzz' (valid keys under 'data': train, val, retrieval_mix)");
+  CHECK(msg == "configs/x.yaml: unknown key 'data.zzzzzzzzzz' (valid keys under 'data': train, val, mix, format, retrieval_mix)");
 }
 
 TEST_CASE("config: wrong types name the key and the value") {
@@ -285,6 +285,46 @@ TEST_CASE("config: to_yaml writes every key and reads back equal") {
   CHECK(yaml.find("val: \"123\"") != std::string::npos);
   // Keys whose 0 means "derived" show the derived value in a comment.
   CHECK(to_yaml(Config{}).find("ffn_hidden: 0  # = 704") != std::string::npos);
+}
+
+TEST_CASE("config: data.train and data.val take a path, a glob or a list; data.mix a weighted list") {
+  Config c = config_from_yaml_text("data:\n  train: [a_*.bin, b.bin]\n  val: v.bin\n  format: llmc\n", "x");
+  CHECK(c.data.train.items == std::vector<std::string>{"a_*.bin", "b.bin"});
+  CHECK(c.data.val == "v.bin");
+  CHECK(train_datasets(c.data).size() == 1);
+  CHECK(train_datasets(c.data)[0].format == data::ShardFormat::llmc);
+  CHECK(config_from_yaml_text(to_yaml(c), "back") == c);
+
+  c = config_from_yaml_text("data:\n  mix:\n    - {path: web/train_*.bin, weight: 3}\n    - path: [books/a.bin, books/b.bin]\n"
+                            "      weight: 1\n",
+                            "x");
+  CHECK(c.data.train.empty());  // the default gives way to the mixture
+  REQUIRE(c.data.mix.size() == 2);
+  CHECK(c.data.mix[0].weight == 3);
+  CHECK(c.data.mix[1].path.items.size() == 2);
+  const auto datasets = train_datasets(c.data);
+  REQUIRE(datasets.size() == 2);
+  CHECK(datasets[1].paths == std::vector<std::string>{"books/a.bin", "books/b.bin"});
+  const std::string yaml = to_yaml(c);
+  INFO(yaml);
+  CHECK(config_from_yaml_text(yaml, "back") == c);
+  CHECK(config_from_yaml_text("", "x", {"data.mix=[{path: a.bin, weight: 0.5}, {path: b.bin}]"}).data.mix[1].weight == 1);
+
+  CHECK(yaml_error("data:\n  train: t.bin\n  mix: [{path: a.bin, weight: 1}]\n") ==
+        "configs/x.yaml: data.train (t.bin) and data.mix are both set: the mixture is the training data, remove "
+        "data.train");
+  CHECK(yaml_error("data:\n  mix: [{path: a.bin, wieght: 1}]\n") ==
+        "configs/x.yaml: unknown key 'data.mix[0].wieght' (did you mean 'weight'?) (a mixture entry has path and "
+        "weight)");
+  CHECK(yaml_error("data:\n  mix: [{weight: 1}]\n") ==
+        "configs/x.yaml: data.mix[0]: no path (the dataset's token files or globs)");
+  CHECK(yaml_error("data:\n  mix: [{path: a.bin, weight: -1}]\n").find("data.mix[0].weight=-1 must be a positive") !=
+        std::string::npos);
+  CHECK(yaml_error("data:\n  mix: {path: a.bin}\n") ==
+        "configs/x.yaml: data.mix: expected a list of {path: GLOB_OR_LIST, weight: W}, got a mapping");
+  CHECK(yaml_error("data:\n  train: {a: 1}\n") ==
+        "configs/x.yaml: data.train: expected a path, a glob or a list of them, got a mapping");
+  CHECK(yaml_error("data:\n  format: megatron\n").find("data.format") != std::string::npos);
 }
 
 TEST_CASE("config: every file in configs/ loads and validates") {

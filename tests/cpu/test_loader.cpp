@@ -1,11 +1,15 @@
 // DataLoader: determinism, disjoint covering rank slices, bit-identical resume from a cursor,
-// prefetch that never changes a batch, and the retrieval mix's source spans. The synthetic shard
+// prefetch that never changes a batch, the retrieval mix's source spans, lists, globs and weighted
+// mixtures of shards, old cursors and foreign token files. The synthetic shard
 // holds token i at position i, so a token tells where it was read from.
 #include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
 #include <set>
 
 #include "core/error.h"
@@ -174,5 +178,143 @@ TEST_CASE("loader: check_vocab accepts a padded model vocab and refuses a smalle
   CHECK_NOTHROW(check_vocab(path, 50257));
   CHECK_THROWS_WITH_AS(check_vocab(path, 50000),
                        has(path + ": shard vocab 50257 exceeds the model's vocab 50000"), hylo::Error);
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// Shards of consecutive ids: shard s holds ids [first + s*n, first + (s+1)*n), so a token says
+// which dataset and which position it came from.
+std::vector<std::string> numbered_shards(const fs::path& dir, const std::string& stem, int count, uint64_t n,
+                                         int32_t first) {
+  fs::create_directories(dir);
+  std::vector<std::string> paths;
+  for (int s = 0; s < count; ++s) {
+    std::vector<int32_t> tokens(n);
+    for (uint64_t i = 0; i < n; ++i) tokens[i] = first + int32_t(uint64_t(s) * n + i);
+    paths.push_back((dir / fmt::format("{}_{:06d}.bin", stem, s)).string());
+    write_shard(paths.back(), tokens, 1 << 20, 1, "");
+  }
+  return paths;
+}
+
+}  // namespace
+
+TEST_CASE("loader: a list or a glob of shards reads as one stream; rank slices cover it across files") {
+  const auto dir = fs::temp_directory_path() / ("hylo_list_" + std::to_string(::getpid()));
+  const auto paths = numbered_shards(dir, "train", 12, 5003, 0);
+  const uint64_t total = 12 * 5003;
+  DataLoader listed({DatasetSpec{paths}}, 4, 300, 0, 1, 3), globbed({DatasetSpec{{(dir / "train_*.bin").string()}}}, 4, 300, 0, 1, 3);
+  CHECK(listed.dataset(0).size() == total);
+  CHECK(listed.dataset(0).shards().size() == 12);
+  CHECK(take(listed, 10) == take(globbed, 10));
+  for (int world : {1, 3}) {
+    uint64_t covered = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      DataLoader loader({DatasetSpec{paths}}, 8, 700, rank, world, 11);
+      CHECK(loader.slice_begin() == covered);
+      covered = loader.slice_end();
+      bool crossed = false;  // some row runs from one file into the next, seamlessly
+      for (int step = 0; step < 40; ++step) {
+        const auto batch = loader.next();
+        for (int row = 0; row < 8; ++row) {
+          const int32_t* r = batch.data() + row * 701;
+          CHECK(uint64_t(r[0]) >= loader.slice_begin());
+          CHECK(uint64_t(r[700]) < loader.slice_end());
+          for (int t = 0; t < 700; ++t) CHECK(r[t + 1] == r[t] + 1);
+          crossed |= r[0] / 5003 != r[700] / 5003;
+        }
+      }
+      CHECK(crossed);
+    }
+    CHECK(covered == total);
+  }
+  CHECK_THROWS_WITH_AS(DataLoader({DatasetSpec{{(dir / "nothing_*.bin").string()}}}, 1, 8, 0, 1, 1, true, 0, "data.val"),
+                       has("data.val: '" + (dir / "nothing_*.bin").string() + "' matches no file"), hylo::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("loader: a two-dataset mixture over 10k sequences is within 1% of its weights; resume is bit-exact") {
+  const auto dir = fs::temp_directory_path() / ("hylo_mix_" + std::to_string(::getpid()));
+  const auto web = numbered_shards(dir, "web", 10, 20011, 0);               // ids below 200110
+  const auto books = numbered_shards(dir / "books", "books", 3, 9001, 500000);  // ids from 500000
+  const std::vector<DatasetSpec> mix = {{web, 3}, {books, 1}};
+  constexpr int B = 16, T = 63;
+  for (int rank = 0; rank < 2; ++rank) {
+    DataLoader loader(mix, B, T, rank, 2, 77, true, 0, "data.mix");
+    uint64_t from_books = 0, rows = 0;
+    for (int k = 0; k < 10000 / B + 1; ++k) {
+      const auto batch = loader.next();
+      for (int r = 0; r < B; ++r) {
+        const bool book = batch[size_t(r) * (T + 1)] >= 500000;
+        CHECK(book == (loader.dataset_of_row(uint64_t(k), r) == 1));
+        const auto& ds = loader.dataset(book ? 1 : 0);
+        const int64_t local = batch[size_t(r) * (T + 1)] - (book ? 500000 : 0);
+        CHECK(uint64_t(local) >= loader.slice_begin(book ? 1 : 0));
+        CHECK(uint64_t(local + T) < loader.slice_end(book ? 1 : 0));
+        CHECK(ds.size() > 0);
+        from_books += book;
+        ++rows;
+      }
+    }
+    CHECK(rows >= 10000);
+    const double share = double(from_books) / double(rows);
+    CHECK(share > 0.25 - 0.01);
+    CHECK(share < 0.25 + 0.01);
+  }
+  // Bit-exact resume across the shard lists, with and without prefetch.
+  DataLoader first(mix, B, T, 1, 2, 77, true, 0, "data.mix");
+  take(first, 37);
+  const auto cursor = first.cursor();
+  CHECK(cursor.size() == 12);
+  const auto expected = take(first, 50);
+  DataLoader resumed(mix, B, T, 1, 2, 77, false, 0, "data.mix");
+  resumed.restore(cursor);
+  CHECK(take(resumed, 50) == expected);
+  // Other weights, or the lists in another order, are other data: refused by the fingerprint.
+  DataLoader reweighted({{web, 2}, {books, 1}}, B, T, 1, 2, 77, false, 0, "data.mix");
+  CHECK_THROWS_WITH_AS(reweighted.restore(cursor), has("other token files or weights"), hylo::Error);
+  DataLoader one({{web}}, B, T, 1, 2, 77, false);
+  CHECK_THROWS_WITH_AS(one.restore(cursor), has("saved for 2 dataset(s)"), hylo::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("loader: a version-1 cursor of the single-shard loader still restores; on a list it is refused clearly") {
+  DataLoader loader(position_shard(), 4, 64, 0, 1, 42, false);
+  take(loader, 9);
+  auto cursor = loader.cursor();
+  const auto expected = take(loader, 5);
+  // What the single-shard loader saved: version 1, no dataset count or fingerprint.
+  std::vector<uint64_t> v1(cursor.begin(), cursor.begin() + 10);
+  v1[0] = 1;
+  DataLoader resumed(position_shard(), 4, 64, 0, 1, 42, true);
+  resumed.restore(v1);
+  CHECK(take(resumed, 5) == expected);
+  DataLoader listed({DatasetSpec{{position_shard(), position_shard()}}}, 4, 64, 0, 1, 42, false);
+  CHECK_THROWS_WITH_AS(listed.restore(v1), has("data cursor (version 1) was saved for one shard of 100003 tokens"),
+                       hylo::Error);
+}
+
+TEST_CASE("loader: llm.c shards and nanoGPT's raw train.bin train directly") {
+  const auto dir = fs::temp_directory_path() / ("hylo_foreign_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<uint16_t> tokens(20000);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = uint16_t(i % 50257);
+  std::vector<int32_t> header(256, 0);
+  header[0] = 20240520, header[1] = 1, header[2] = int32_t(tokens.size());
+  {
+    std::ofstream out(dir / "fineweb_train_000001.bin", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+    std::ofstream raw(dir / "train.bin", std::ios::binary);
+    raw.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+  }
+  DataLoader llmc({DatasetSpec{{(dir / "fineweb_train_*.bin").string()}}}, 2, 32, 0, 1, 5, false);
+  DataLoader nanogpt({DatasetSpec{{(dir / "train.bin").string()}, 1, ShardFormat::nanogpt}}, 2, 32, 0, 1, 5, false);
+  CHECK(llmc.vocab_size() == 50257);
+  CHECK(take(llmc, 5) == take(nanogpt, 5));
+  CHECK_NOTHROW(check_vocab(llmc, 50304));
+  CHECK_THROWS_WITH_AS(check_vocab(llmc, 32000), has("fineweb_train_000001.bin: shard vocab 50257 exceeds the model's vocab 32000"),
+                       hylo::Error);
   fs::remove_all(dir);
 }

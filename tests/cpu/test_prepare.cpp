@@ -2,7 +2,7 @@
 // split by a separator, jsonl, jsonl.gz, jsonl.zst) gives the ids the tokenizer gives each
 // document, behind one 50256; the split is by documents, or by a token range when there are too
 // few; the ids do not depend on the worker count; bad input is refused naming the file (and line)
-// with the output folder left as it was.
+// with the output folder left as it was. And `hylo data import` of llm.c / nanoGPT token files.
 #include <doctest/doctest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "data/import.h"
 #include "data/prepare.h"
 #include "data/prepare_pipeline.h"
 #include "data/shard.h"
@@ -371,4 +372,52 @@ TEST_CASE("data prepare: json_line_text reads only the text key") {
   CHECK(error_of([] { json_line_text(R"({"text": "a"} {"text": "b"})", "text"); }).find("not valid JSON") !=
         std::string::npos);
   CHECK(error_of([] { json_line_text(R"("text")", "text"); }).find("expected a JSON object") != std::string::npos);
+}
+
+TEST_CASE("data import: llm.c shards and nanoGPT's train.bin/val.bin become hylo shards and a manifest") {
+  TempDir dir("import");
+  std::vector<uint16_t> train(30000), val(4000);
+  for (size_t i = 0; i < train.size(); ++i) train[i] = uint16_t(i % 7 == 0 ? 50256 : i % 50000);
+  for (size_t i = 0; i < val.size(); ++i) val[i] = uint16_t(i % 5 == 0 ? 50256 : (i * 3) % 50000);
+  auto write_llmc = [&](const std::string& name, const std::vector<uint16_t>& tokens) {
+    std::vector<int32_t> header(256, 0);
+    header[0] = 20240520, header[1] = 1, header[2] = int32_t(tokens.size());
+    std::ofstream out(dir.file(name), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(header.data()), 1024);
+    out.write(reinterpret_cast<const char*>(tokens.data()), std::streamsize(tokens.size() * 2));
+  };
+  write_llmc("fineweb_val_000000.bin", val);
+  write_llmc("fineweb_train_000001.bin", std::vector<uint16_t>(train.begin(), train.begin() + 20000));
+  write_llmc("fineweb_train_000002.bin", std::vector<uint16_t>(train.begin() + 20000, train.end()));
+  ImportOptions o;
+  o.inputs = {dir.file("fineweb_*.bin")};
+  o.out_dir = dir.file("out");
+  o.shard_tokens = 12000;
+  const ImportSummary s = import_tokens(o);
+  CHECK(s.files[0] == 2);
+  CHECK(s.files[1] == 1);
+  CHECK(!s.token_range_split);
+  std::vector<int32_t> want_train(train.begin(), train.end()), want_val(val.begin(), val.end());
+  CHECK(split_tokens(dir.file("out"), "train") == want_train);
+  CHECK(split_tokens(dir.file("out"), "val") == want_val);
+  CHECK(ShardReader(dir.file("out/train_000002.bin")).size() == 6000);  // 30000 in shards of 12000
+  CHECK(ShardReader(dir.file("out/train_000000.bin")).document_count() == 12000 / 7 + 1);
+  const auto manifest = nlohmann::json::parse(bytes_of(dir.file("out/manifest.json")));
+  CHECK(manifest["inputs"][0]["format"] == "llmc");
+  CHECK(manifest["inputs"][0]["sha256"] == hylo::sha256_file(dir.file("fineweb_train_000001.bin")));
+
+  // nanoGPT: raw uint16, named by the format; without a val file the last tokens are validation.
+  fs::create_directories(dir.file("nano"));
+  std::ofstream(dir.file("nano/train.bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(train.data()), std::streamsize(train.size() * 2));
+  o.inputs = {dir.file("nano/train.bin")};
+  o.val_fraction = 0.1;
+  CHECK(error_of([&] { import_tokens(o); }).find("must be named: format nanogpt") != std::string::npos);
+  o.format = ShardFormat::nanogpt;
+  const ImportSummary n = import_tokens(o);
+  CHECK(n.token_range_split);
+  CHECK(n.tokens[1] == 3000);
+  std::vector<int32_t> all = split_tokens(dir.file("out"), "train"), tail = split_tokens(dir.file("out"), "val");
+  all.insert(all.end(), tail.begin(), tail.end());
+  CHECK(all == want_train);
 }
