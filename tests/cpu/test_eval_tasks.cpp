@@ -346,7 +346,7 @@ TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint w
 
   const test::CommandResult bad = test::run_command(base + (scratch / "c.json") + " --tasks val,lambada");
   CHECK(bad.exit_code != 0);
-  CHECK(bad.output.find("eval: --tasks must be val, retrieval or lastword, got 'lambada'") != std::string::npos);
+  CHECK(bad.output.find("eval: --tasks: lambada needs its file: lambada=PATH") != std::string::npos);
   // A missing tokenizer fails before any task runs (it used to, after val and retrieval had).
   const test::CommandResult no_tokenizer =
       test::run_command(base + (scratch / "d.json") + " --tokenizer " + (scratch / "none.tiktoken"));
