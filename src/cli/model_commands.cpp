@@ -1,11 +1,8 @@
-// `hylo train`, `hylo eval`, `hylo params`.
+// `hylo train`, `hylo params`.
 #include <fmt/format.h>
-
-#include <algorithm>
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "core/file.h"
 #include "nn/flops.h"
 #include "checkpoint/model_checkpoint.h"
 #include "train/trainer.h"
