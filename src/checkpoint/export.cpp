@@ -1,7 +1,6 @@
 #include "checkpoint/export.h"
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <filesystem>
@@ -13,7 +12,6 @@
 #include "ops/cpu/cross_entropy.h"
 #include "checkpoint/buffers.h"
 #include "config/config.h"
-#include "core/json_text.h"
 
 namespace hylo {
 
@@ -28,16 +26,22 @@ const char* safetensors_dtype(DType t) {
 }
 
 // What a reimplementation must do as hylo does (nn/transformer.h, ops/).
-constexpr const char* kConventions = R"json({
-    "linear": "y = x W^T with W (out, in); no biases",
-    "block": "x += wo(attention(attn_norm(x))); x += ffn(ffn_norm(x)); then final_norm and the head (tied to embed when tie_embeddings)",
-    "rmsnorm": "x / sqrt(mean(x^2) + norm_eps) * weight",
-    "rope": "rotate-half on q and k (after qk-norm, when on): dims (i, i + hd/2) rotate by pos * rope_theta^(-2i/hd); none where nope",
-    "attention": "softmax(q k^T / sqrt(hd)) over the allowed keys s <= t; query head h reads kv head h / (n_heads / n_kv_heads); wq rows are head-major",
-    "masks": "full: always; swa(window W): t - s < W; pbb(block b, bridge w): s / b == t / b or t - s < w",
-    "ffn": "w_in rows [0, F) gate, [F, 2F) up: w_out(silu(gate) * up)",
-    "moe": "scores = softmax (or sigmoid) of router x; top_k experts by scores + router_bias (ties to the lower index); weights = chosen scores / their sum; y = sum_k weight_k * expert_k(x) + shared(x); expert e: w_out[e](silu(gate) * up) with w_in[e]"
-  })json";
+nlohmann::ordered_json conventions() {
+  return {
+      {"linear", "y = x W^T with W (out, in); no biases"},
+      {"block", "x += wo(attention(attn_norm(x))); x += ffn(ffn_norm(x)); then final_norm and the head (tied to embed "
+                "when tie_embeddings)"},
+      {"rmsnorm", "x / sqrt(mean(x^2) + norm_eps) * weight"},
+      {"rope", "rotate-half on q and k (after qk-norm, when on): dims (i, i + hd/2) rotate by pos * "
+               "rope_theta^(-2i/hd); none where nope"},
+      {"attention", "softmax(q k^T / sqrt(hd)) over the allowed keys s <= t; query head h reads kv head h / (n_heads / "
+                    "n_kv_heads); wq rows are head-major"},
+      {"masks", "full: always; swa(window W): t - s < W; pbb(block b, bridge w): s / b == t / b or t - s < w"},
+      {"ffn", "w_in rows [0, F) gate, [F, 2F) up: w_out(silu(gate) * up)"},
+      {"moe", "scores = softmax (or sigmoid) of router x; top_k experts by scores + router_bias (ties to the lower "
+              "index); weights = chosen scores / their sum; y = sum_k weight_k * expert_k(x) + shared(x); expert e: "
+              "w_out[e](silu(gate) * up) with w_in[e]"}};
+}
 
 // Deterministic ids for the probe, below the tokenizer's vocabulary (the model's may be padded).
 std::vector<int32_t> probe_ids(int count, int vocab) {
@@ -51,7 +55,7 @@ std::vector<int32_t> probe_ids(int count, int vocab) {
 // the whole vocabulary), the argmax, and the logits of a few columns (the first probe ids), which
 // a reimplementation matches to rounding even where an untrained model's losses all sit near
 // log(vocab).
-std::string probe_json(const Transformer& model, int count) {
+nlohmann::ordered_json probe_json(const Transformer& model, int count) {
   NoGradGuard no_grad;
   const std::vector<int32_t> ids = probe_ids(count, model.config().vocab_size);
   const Tensor logits = model.forward(Tensor::from_vector(ids, {1, count})).value().to(Device::cpu).to(DType::f64);
@@ -62,24 +66,15 @@ std::string probe_json(const Transformer& model, int count) {
   const std::vector<int32_t> next(ids.begin() + 1, ids.end());
   std::vector<double> loss(next.size()), lse(next.size());
   cpu::cross_entropy_forward<double>(count - 1, int(V), int(V), L, next.data(), loss.data(), lse.data());
-  std::vector<std::string> nll, argmax, rows;
+  std::vector<int64_t> argmax;
+  std::vector<std::vector<double>> rows;
   for (int t = 0; t < count; ++t) {
     const double* row = L + t * V;
-    std::vector<std::string> picked;
-    for (int32_t c : columns) picked.push_back(json_number(row[c]));
-    rows.push_back(fmt::format("[{}]", fmt::join(picked, ", ")));
-    if (t + 1 == count) break;
-    nll.push_back(json_number(loss[size_t(t)]));
-    argmax.push_back(std::to_string(std::max_element(row, row + V) - row));
+    std::vector<double>& picked = rows.emplace_back();
+    for (int32_t c : columns) picked.push_back(row[c]);
+    if (t + 1 < count) argmax.push_back(std::max_element(row, row + V) - row);
   }
-  std::vector<std::string> id_text, column_text;
-  for (int32_t id : ids) id_text.push_back(std::to_string(id));
-  for (int32_t c : columns) column_text.push_back(std::to_string(c));
-  return fmt::format(
-      "{{\n    \"ids\": [{}],\n    \"next_token_nll\": [{}],\n    \"argmax\": [{}],\n    \"columns\": [{}],\n"
-      "    \"logits\": [{}]\n  }}",
-      fmt::join(id_text, ", "), fmt::join(nll, ", "), fmt::join(argmax, ", "), fmt::join(column_text, ", "),
-      fmt::join(rows, ", "));
+  return {{"ids", ids}, {"next_token_nll", loss}, {"argmax", argmax}, {"columns", columns}, {"logits", rows}};
 }
 
 // Long enough for every local mask to cross two of its spans (block or window), within the
@@ -93,38 +88,38 @@ int probe_length(const Config& config) {
   return std::max(2, std::min(2 * span + 8, config.train.seq_len));
 }
 
-std::string layers_json(const ModelConfig& c) {
-  std::vector<std::string> layers;
+nlohmann::ordered_json layers_json(const ModelConfig& c) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (int l = 0; l < c.n_layers; ++l) {
     const AttnKindConfig& a = c.layer_attn(l);
-    std::string mask = json_string(a.kind);
-    if (a.kind == "swa") mask += fmt::format(R"(, "window": {})", a.window);
-    if (a.kind == "pbb") mask += fmt::format(R"(, "block": {}, "bridge": {})", a.block, a.bridge);
-    layers.push_back(fmt::format(R"({{"attention": {}, "rope_theta": {}, "nope": {}, "ffn": "{}"}})", mask,
-                                 json_number(a.rope_theta), a.nope ? "true" : "false",
-                                 c.layer_is_moe(l) ? "moe" : "dense"));
+    nlohmann::ordered_json& layer = layers.emplace_back();
+    layer["attention"] = a.kind;
+    if (a.kind == "swa") layer["window"] = a.window;
+    if (a.kind == "pbb") layer["block"] = a.block, layer["bridge"] = a.bridge;
+    layer["rope_theta"] = a.rope_theta;
+    layer["nope"] = a.nope;
+    layer["ffn"] = c.layer_is_moe(l) ? "moe" : "dense";
   }
-  return fmt::format("[\n    {}\n  ]", fmt::join(layers, ",\n    "));
+  return layers;
 }
 
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                        const std::vector<std::pair<std::string, std::string>>& metadata) {
-  std::vector<std::string> meta, entries;
-  for (const auto& [k, v] : metadata) meta.push_back(json_string(k) + ": " + json_string(v));
+  nlohmann::ordered_json index = {{"__metadata__", nlohmann::ordered_json::object()}};
+  for (const auto& [k, v] : metadata) index["__metadata__"][k] = v;
   size_t offset = 0;
   for (const NamedTensor& t : tensors) {
     HYLO_CHECK(t.value.device() == Device::cpu && t.value.is_contiguous(), "export: {} is not a contiguous CPU tensor",
                t.name);
-    std::vector<std::string> dims;
-    for (int64_t d : t.value.shape()) dims.push_back(std::to_string(d));
-    entries.push_back(fmt::format(R"({}: {{"dtype": "{}", "shape": [{}], "data_offsets": [{}, {}]}})",
-                                  json_string(t.name), safetensors_dtype(t.value.dtype()), fmt::join(dims, ", "),
-                                  offset, offset + t.value.nbytes()));
+    HYLO_CHECK(!index.contains(t.name), "export: two tensors are named '{}'", t.name);
+    index[t.name] = {{"dtype", safetensors_dtype(t.value.dtype())},
+                     {"shape", t.value.shape()},
+                     {"data_offsets", {offset, offset + t.value.nbytes()}}};
     offset += t.value.nbytes();
   }
-  std::string header = fmt::format(R"({{"__metadata__": {{{}}}, {}}})", fmt::join(meta, ", "), fmt::join(entries, ", "));
+  std::string header = index.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   std::string length(8, '\0');
   const uint64_t n = header.size();
@@ -145,7 +140,7 @@ void export_model(const LoadedModel& loaded, const ExportOptions& o) {
   // The probe describes the weights as exported: rounded to bf16 first when they leave as bf16.
   if (o.dtype == DType::bf16)
     for (Parameter& p : model.parameters()) p.var.mutable_value() = p.var.value().to(DType::bf16).to(DType::f32);
-  const std::string probe = probe_json(model, probe_length(loaded.config));  // before anything is written
+  nlohmann::ordered_json probe = probe_json(model, probe_length(loaded.config));  // before anything is written
 
   std::vector<NamedTensor> tensors;
   for (const Parameter& p : model.parameters())
@@ -155,12 +150,15 @@ void export_model(const LoadedModel& loaded, const ExportOptions& o) {
   HYLO_CHECK(!ec, "{}: cannot create the directory: {}", o.out_dir, ec.message());
   write_safetensors(weights.string(), tensors,
                     {{"format", "pt"}, {"source", loaded.path}, {"step", std::to_string(loaded.step)}});
-  write_file_atomic(config.string(),
-                    fmt::format("{{\n  \"format\": \"hylo\",\n  \"source\": {},\n  \"step\": {},\n  \"dtype\": \"{}\",\n"
-                                "  \"model\": {},\n  \"layers\": {},\n  \"conventions\": {},\n  \"probe\": {}\n}}\n",
-                                json_string(loaded.path), loaded.step, safetensors_dtype(o.dtype),
-                                section_to_json(loaded.config, "model"), layers_json(loaded.config.model),
-                                kConventions, probe));
+  const nlohmann::ordered_json description = {{"format", "hylo"},
+                                               {"source", loaded.path},
+                                               {"step", loaded.step},
+                                               {"dtype", safetensors_dtype(o.dtype)},
+                                               {"model", section_to_json(loaded.config, "model")},
+                                               {"layers", layers_json(loaded.config.model)},
+                                               {"conventions", conventions()},
+                                               {"probe", std::move(probe)}};
+  write_file_atomic(config.string(), description.dump(2) + "\n");
 }
 
 }  // namespace hylo

@@ -2,17 +2,15 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "core/error.h"
 #include "core/file.h"
-#include "core/json_text.h"
 
 namespace fs = std::filesystem;
 
@@ -31,15 +29,13 @@ void write_line(std::FILE* f, std::string_view line, const std::string& what) {
   HYLO_CHECK(ok, "{}: write failed: {}", what, std::strerror(errno));
 }
 
-// The value of the top-level "step" key in one of our own rows, if any.
-std::optional<int64_t> row_step(const std::string& line) {
-  auto pos = line.find("\"step\":");
-  if (pos == std::string::npos) return std::nullopt;
-  const char* p = line.data() + pos + 7;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(p, line.data() + line.size(), v);
-  if (ec != std::errc()) return std::nullopt;
-  return v;
+// Whether a line of metrics.jsonl stays when the run resumes from `step`: rows of later steps go,
+// and so does a line that is not JSON (torn by a kill); rows without an integer step stay.
+bool kept_on_resume(const std::string& line, int64_t step) {
+  const nlohmann::json row = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (row.is_discarded()) return false;
+  if (!row.is_object() || !row.contains("step") || !row["step"].is_number_integer()) return true;
+  return row["step"].get<int64_t>() <= step;
 }
 
 }  // namespace
@@ -62,9 +58,13 @@ void prepare_run_dir(const std::string& dir, const std::string& resolved_config_
   if (old && *old != resolved_config_yaml && mode == RunDirMode::fresh)
     HYLO_FAIL("{} already holds a different config (use --resume auto or --overwrite)", dir);
   if (mode == RunDirMode::overwrite) {
-    for (const char* name : {"checkpoints", "metrics.jsonl", "log.txt"}) {
-      fs::remove_all(root / name, ec);
-      HYLO_CHECK(!ec, "{}: cannot remove: {}", (root / name).string(), ec.message());
+    std::vector<fs::path> doomed = {root / "checkpoints", root / "metrics.jsonl", root / "log.txt"};
+    if (fs::is_directory(root, ec))
+      for (const fs::directory_entry& e : fs::directory_iterator(root, ec))
+        if (e.path().filename().string().starts_with("events.out.tfevents.")) doomed.push_back(e.path());
+    for (const fs::path& path : doomed) {
+      fs::remove_all(path, ec);
+      HYLO_CHECK(!ec, "{}: cannot remove: {}", path.string(), ec.message());
     }
   } else if (old && *old != resolved_config_yaml) {
     // Resuming with a changed config (e.g. more steps): keep the old one so nothing is lost.
@@ -80,20 +80,6 @@ void prepare_run_dir(const std::string& dir, const std::string& resolved_config_
 
 // ---------------------------------------------------------------------------------------------
 
-MetricsRow& MetricsRow::add_raw(std::string_view key, const std::string& json_value) {
-  if (!body_.empty()) body_ += ',';
-  body_ += json_string(key);
-  body_ += ':';
-  body_ += json_value;
-  return *this;
-}
-
-MetricsRow& MetricsRow::add(std::string_view key, double value) { return add_raw(key, json_number(value)); }
-
-MetricsRow& MetricsRow::add(std::string_view key, bool value) { return add_raw(key, value ? "true" : "false"); }
-
-MetricsRow& MetricsRow::add(std::string_view key, std::string_view value) { return add_raw(key, json_string(value)); }
-
 MetricsLog::MetricsLog(const std::string& dir) : dir_(dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -107,7 +93,10 @@ MetricsLog::~MetricsLog() {
   if (log_) std::fclose(log_);
 }
 
-void MetricsLog::write(const MetricsRow& row) { write_line(metrics_, row.json(), dir_ + "/metrics.jsonl"); }
+void MetricsLog::write(const nlohmann::ordered_json& row) {
+  write_line(metrics_, row.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace),
+             dir_ + "/metrics.jsonl");
+}
 
 void MetricsLog::print(std::string_view line) {
   std::fwrite(line.data(), 1, line.size(), stdout);
@@ -123,8 +112,7 @@ void MetricsLog::truncate_after(const std::string& dir, int64_t step) {
   std::string kept;
   std::istringstream lines(*text);
   for (std::string line; std::getline(lines, line);) {
-    auto s = row_step(line);
-    if (!s || *s <= step) kept += line + '\n';
+    if (kept_on_resume(line, step)) kept += line + '\n';
   }
   if (kept != *text) write_file_atomic(path.string(), kept);
 }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -21,7 +22,6 @@
 #include "core/error.h"
 #include "core/suggest.h"
 #include "config/config_text.h"
-#include "core/json_text.h"
 
 namespace hylo {
 namespace {
@@ -518,44 +518,22 @@ std::string to_yaml(const Config& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-std::string path_list_json(const PathList& p) {
-  if (p.items.size() == 1) return json_string(p.items[0]);
-  std::string out = "[";
-  for (size_t i = 0; i < p.items.size(); ++i) out += (i ? ", " : "") + json_string(p.items[i]);
-  return out + "]";
+// JSON of the list-valued keys (nlohmann finds these by argument-dependent lookup).
+void to_json(nlohmann::ordered_json& j, const PathList& p) {
+  if (p.items.size() == 1) j = p.items[0];
+  else j = p.items;
 }
+void to_json(nlohmann::ordered_json& j, const MixEntry& e) { j = {{"path", e.path}, {"weight", e.weight}}; }
 
-std::string section_to_json(const Config& c, const std::string& section) {
-  std::string out = "{";
-  std::vector<std::string> open;  // objects currently open below the section
-  bool first = true;               // in the innermost open object
+nlohmann::ordered_json section_to_json(const Config& c, const std::string& section) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
   visit_fields(c, [&](const std::string& key, const auto& value, std::string_view) {
-    if (key.rfind(section + ".", 0) != 0) return;
-    const std::vector<std::string> parts = split_dots(key.substr(section.size() + 1));
-    size_t common = 0;
-    while (common < open.size() && common + 1 < parts.size() && open[common] == parts[common]) ++common;
-    for (; open.size() > common; open.pop_back(), first = false) out += "}";
-    for (size_t i = common; i + 1 < parts.size(); ++i, first = true) {
-      out += (first ? "" : ", ") + json_string(parts[i]) + ": {";
-      open.push_back(parts[i]);
-    }
-    out += (first ? "" : ", ") + json_string(parts.back()) + ": ";
-    first = false;
-    using T = std::decay_t<decltype(value)>;
-    if constexpr (std::is_same_v<T, std::string>) out += json_string(value);
-    else if constexpr (std::is_same_v<T, bool>) out += value ? "true" : "false";
-    else if constexpr (std::is_floating_point_v<T>) out += json_number(value);
-    else if constexpr (std::is_same_v<T, PathList>) out += path_list_json(value);
-    else if constexpr (std::is_same_v<T, std::vector<MixEntry>>) {
-      out += "[";
-      for (size_t i = 0; i < value.size(); ++i)
-        out += fmt::format("{}{{\"path\": {}, \"weight\": {}}}", i ? ", " : "", path_list_json(value[i].path),
-                           json_number(value[i].weight));
-      out += "]";
-    } else out += fmt::format("{}", value);
+    if (!key.starts_with(section + ".")) return;
+    nlohmann::ordered_json* node = &out;  // descends from the section, creating objects on the way
+    for (const std::string& part : split_dots(key.substr(section.size() + 1))) node = &(*node)[part];
+    *node = value;
   });
-  for (; !open.empty(); open.pop_back()) out += "}";
-  return out + "}";
+  return out;
 }
 
 std::vector<std::string> config_keys() { return schema().leaves; }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json_fwd.hpp>
 
 #include "core/dtype.h"
 #include "data/shard_set.h"
@@ -118,7 +119,7 @@ Device training_device(const Config& config);
 // Every key with its value, in the field table's order: config_from_yaml_text(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);
 // The keys of one section ("model") and their values as a JSON object, nested as in the YAML.
-std::string section_to_json(const Config& config, const std::string& section);
+nlohmann::ordered_json section_to_json(const Config& config, const std::string& section);
 
 // All valid dotted leaf keys ("model.local.block", ...), in table order (for help and tests).
 std::vector<std::string> config_keys();

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/rng.h"
-#include "core/json_text.h"
 
 namespace hylo {
 
@@ -193,12 +193,18 @@ std::string LastWordResult::table() const {
   return out;
 }
 
-std::string LastWordResult::json() const {
-  return fmt::format(
-      R"({{"documents": {}, "candidates": {}, "seq_len": {}, "n": {}, "exact": {}, "accuracy": {}, )"
-      R"("perplexity": {}, "word_tokens": {}, "in_context": {{"n": {}, "exact": {}, "accuracy": {}, "perplexity": {}}}}})",
-      json_string(documents), candidates, seq_len, n, exact, json_number(accuracy()), json_number(perplexity()), word_tokens, in_context_n,
-      in_context_exact, json_number(in_context_accuracy()), json_number(in_context_perplexity()));
+nlohmann::ordered_json LastWordResult::json() const {
+  return {{"documents", documents},
+          {"candidates", candidates},
+          {"seq_len", seq_len},
+          {"n", n},
+          {"exact", exact},
+          {"accuracy", accuracy()},
+          {"perplexity", perplexity()},
+          {"word_tokens", word_tokens},
+          {"in_context",
+           {{"n", in_context_n}, {"exact", in_context_exact}, {"accuracy", in_context_accuracy()},
+            {"perplexity", in_context_perplexity()}}}};
 }
 
 }  // namespace hylo

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
@@ -78,7 +80,7 @@ struct LastWordResult {
   double in_context_accuracy() const { return in_context_n ? double(in_context_exact) / in_context_n : 0.0; }
   double in_context_perplexity() const;
   std::string table() const;
-  std::string json() const;
+  nlohmann::ordered_json json() const;
 };
 
 LastWordResult tally_last_word(const LastWordSet& set, const std::vector<SpanScore>& scores, int seq_len);

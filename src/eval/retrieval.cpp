@@ -2,13 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <utility>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
-#include "core/json_text.h"
 
 namespace hylo {
 
@@ -16,10 +17,9 @@ namespace {
 
 constexpr int kFillerTries = 64;  // windows drawn before accepting one that crosses a document separator
 
-std::string bucket_json(const RetrievalBucket& b) {
-  return fmt::format(R"({{"n": {}, "exact": {}, "accuracy": {}, "token_accuracy": {}, "mean_logprob": {}}})", b.n,
-                     b.exact, json_number(b.accuracy()), json_number(b.token_accuracy()),
-                     json_number(b.mean_logprob()));
+nlohmann::ordered_json bucket_json(const RetrievalBucket& b) {
+  return {{"n", b.n}, {"exact", b.exact}, {"accuracy", b.accuracy()}, {"token_accuracy", b.token_accuracy()},
+          {"mean_logprob", b.mean_logprob()}};
 }
 
 std::string bucket_cells(const RetrievalBucket& b) {
@@ -147,20 +147,19 @@ std::string RetrievalResult::table() const {
   return out;
 }
 
-std::string RetrievalResult::json() const {
-  std::string rows_json;
+nlohmann::ordered_json RetrievalResult::json() const {
+  nlohmann::ordered_json by_distance = nlohmann::ordered_json::array();
   for (const RetrievalRow& row : rows) {
-    rows_json += fmt::format(R"({}{{"distance": {}, "all": {})", rows_json.empty() ? "" : ", ", row.distance,
-                             bucket_json(row.all));
-    if (block > 0) rows_json += fmt::format(R"(, "near": {}, "far": {})", bucket_json(row.near), bucket_json(row.far));
-    rows_json += "}";
+    nlohmann::ordered_json r = {{"distance", row.distance}, {"all", bucket_json(row.all)}};
+    if (block > 0) r["near"] = bucket_json(row.near), r["far"] = bucket_json(row.far);
+    by_distance.push_back(std::move(r));
   }
-  return fmt::format(
-      R"({{"seq_len": {}, "per_distance": {}, "seed": {}, "key_tokens": {}, "value_tokens": {}, "block": {}, )"
-      R"("bridge": {}, "by_distance": [{}], "overall": {}{}}})",
-      seq_len, per_distance, seed, data::kSpanKeyTokens, data::kSpanValueTokens, block, bridge, rows_json,
-      bucket_json(overall),
-      block > 0 ? fmt::format(R"(, "near": {}, "far": {})", bucket_json(near), bucket_json(far)) : std::string());
+  nlohmann::ordered_json out = {{"seq_len", seq_len}, {"per_distance", per_distance}, {"seed", seed},
+                                {"key_tokens", data::kSpanKeyTokens}, {"value_tokens", data::kSpanValueTokens},
+                                {"block", block}, {"bridge", bridge}, {"by_distance", std::move(by_distance)},
+                                {"overall", bucket_json(overall)}};
+  if (block > 0) out["near"] = bucket_json(near), out["far"] = bucket_json(far);
+  return out;
 }
 
 }  // namespace hylo

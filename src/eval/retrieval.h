@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "data/shard.h"
 #include "data/source_span.h"
 #include "nn/transformer.h"
@@ -72,7 +74,7 @@ struct RetrievalResult {
   std::vector<RetrievalRow> rows;
   RetrievalBucket overall, near, far;  // over all distances
   std::string table() const;
-  std::string json() const;
+  nlohmann::ordered_json json() const;  // NaN (no items) as null
 };
 
 // Groups per-item scores (scores[i] belongs to items[i]) by distance and block offset.

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -25,6 +26,7 @@
 #include "checkpoint/model_checkpoint.h"
 #include "optim/optimizer.h"
 #include "train/progress.h"
+#include "train/tensorboard.h"
 #include "eval/retrieval.h"
 #include "checkpoint/run_dir.h"
 #include "optim/schedule.h"
@@ -89,12 +91,14 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<MetricsLog> metrics_;  // rank 0 only
+  std::unique_ptr<EventFile> events_;    // rank 0 only: TensorBoard's copy of the scalars
   std::unique_ptr<ZeroLayout> zero_;  // ZeRO-1's sharding of the optimizer state; null without
   std::unique_ptr<GradientSync> gradient_sync_;
   std::unique_ptr<RetrievalTask> retrieval_;  // train.eval_retrieval's set, built once; null without
   LrSchedule schedule_;
   int micro_batch_ = 0, accumulation_ = 1, vocab_valid_ = 0;
   int64_t start_step_ = 0, stop_at_ = 0;
+  std::string resumed_from_;  // the checkpoint this launch continues from; "" for a fresh run
 };
 
 Trainer::Trainer(const TrainOptions& options) {
@@ -173,7 +177,9 @@ Trainer::Trainer(const TrainOptions& options) {
     MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
     superseded = set_aside_checkpoints_after(run_dir_, start_step_);  // ... and so do the checkpoints
     metrics_ = std::make_unique<MetricsLog>(run_dir_);
+    events_ = std::make_unique<EventFile>(run_dir_, start_step_ + 1);  // a resumed run adds a file
   }
+  resumed_from_ = resume_from;
   if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note));
   if (!superseded.empty())
     say(fmt::format("moved the later checkpoints {} to {}/checkpoints/superseded/: this run continues from step {}",
@@ -331,6 +337,8 @@ int Trainer::run() {
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * comm_->size();
   Progress progress(t.steps, start_step_);
+  RunSummary summary{start_step_, start_step_, t.steps, int64_t(double(start_step_) * tokens_per_step)};
+  summary.checkpoint = resumed_from_;
   // A job of one has no other rank to wait for.
   std::unique_ptr<Watchdog> watchdog =
       comm_->size() > 1 ? std::make_unique<Watchdog>(t.hang_timeout_s, comm_->rank()) : nullptr;
@@ -371,43 +379,64 @@ int Trainer::run() {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tokens_per_s = tokens_per_step / seconds;
-    const double mfu = peak > 0 ? tokens_per_s * flops_per_token / peak : 0.0;
-    const int64_t done = step + 1;
-    MetricsRow row;
-    row.add("step", done).add("loss", loss).add("lr", lr).add("grad_norm", norm);
-    row.add("tokens", int64_t(double(done) * tokens_per_step)).add("tokens_per_s", tokens_per_s).add("mfu", mfu);
-    if (!finite) row.add("skipped", int64_t(1));
+    const std::optional<double> mfu =
+        peak > 0 ? std::optional(tokens_per_s * flops_per_token / peak) : std::nullopt;  // no CPU peak
+    const int64_t done = step + 1, tokens = int64_t(double(done) * tokens_per_step);
+    nlohmann::ordered_json row = {{"step", done}, {"loss", loss},     {"lr", lr},
+                                  {"grad_norm", norm}, {"tokens", tokens}, {"tokens_per_s", tokens_per_s}};
+    std::vector<std::pair<std::string, double>> scalars = {
+        {"train/loss", loss}, {"train/lr", lr}, {"train/grad_norm", norm}, {"train/tokens_per_s", tokens_per_s}};
+    if (mfu) row["mfu"] = *mfu, scalars.emplace_back("train/mfu", *mfu);
+    if (!finite) row["skipped"] = 1;
     for (const MoeLayerStats& m : model_->moe_stats()) {  // last micro-batch of the step
       const std::string p = fmt::format("moe.{}.", m.layer);
-      row.add(p + "aux_loss", m.aux_loss).add(p + "load_min", m.min_load()).add(p + "load_max", m.max_load());
-      row.add(p + "load_cv", m.load_cv()).add(p + "dropped", m.dropped);
+      row[p + "aux_loss"] = m.aux_loss, row[p + "load_min"] = m.min_load(), row[p + "load_max"] = m.max_load();
+      row[p + "load_cv"] = m.load_cv(), row[p + "dropped"] = m.dropped;
+      for (const std::string& suffix : kMoeMetricsSuffixes)
+        scalars.emplace_back(fmt::format("moe/{}/{}", m.layer, suffix), row[p + suffix].get<double>());
     }
-    if (leader()) metrics_->write(row);
-    if (done % t.log_every == 0 || done == t.steps || !finite)
-      say(progress.line(done, loss, lr, norm, tokens_per_s, mfu, seconds) +
+    const bool log_step = done % t.log_every == 0 || done == t.steps || !finite;
+    if (leader()) {
+      metrics_->write(row);
+      events_->scalars(done, scalars);
+      if (log_step) events_->flush();
+    }
+    summary.last_step = done, summary.tokens = tokens, summary.train_loss = loss;
+    summary.tokens_per_s.push_back(tokens_per_s);
+    if (log_step)
+      say(progress.line({done, loss, lr, norm, tokens_per_s, seconds, mfu, tokens}, device_) +
           (finite ? "" : " | non-finite: update skipped"));
     if (t.eval_every > 0 && (done % t.eval_every == 0 || done == t.steps)) {
       beat(fmt::format("the evaluation at step {}", done));
       double loss_sum = val_loss_sum(*model_, config_, device_, comm_->rank(), comm_->size());  // a share each
       comm_->sum(std::span<double>(&loss_sum, 1));
       const EvalResult e = val_loss_result(loss_sum, config_);
-      MetricsRow eval_row;
-      eval_row.add("step", done).add("val_loss", e.loss).add("val_ppl", e.perplexity);
+      nlohmann::ordered_json eval_row = {{"step", done}, {"val_loss", e.loss}, {"val_ppl", e.perplexity}};
+      std::vector<std::pair<std::string, double>> eval_scalars = {{"val/loss", e.loss}, {"val/ppl", e.perplexity}};
       std::string retrieval;
       if (retrieval_) {
         // Every rank scores the same set (a few hundred sequences): expert-parallel forwards need
         // all ranks, and the result needs no sum.
         const RetrievalBucket r = retrieval_->score(*model_, device_).overall;
-        eval_row.add("retrieval_acc", r.accuracy()).add("retrieval_tok_acc", r.token_accuracy());
-        eval_row.add("retrieval_logprob", r.mean_logprob());
+        eval_row["retrieval_acc"] = r.accuracy(), eval_row["retrieval_tok_acc"] = r.token_accuracy();
+        eval_row["retrieval_logprob"] = r.mean_logprob();
+        eval_scalars.insert(eval_scalars.end(), {{"retrieval/acc", r.accuracy()},
+                                                 {"retrieval/tok_acc", r.token_accuracy()},
+                                                 {"retrieval/logprob", r.mean_logprob()}});
         retrieval = fmt::format(" | retrieval {:.3f} (tokens {:.3f})", r.accuracy(), r.token_accuracy());
       }
-      if (leader()) metrics_->write(eval_row);
+      if (leader()) {
+        metrics_->write(eval_row);
+        events_->scalars(done, eval_scalars);
+        events_->flush();
+      }
+      summary.val_loss = e.loss, summary.val_step = done;
       say(fmt::format("step {:>6} | val_loss {:.4f} | val_ppl {:.2f}{}", done, e.loss, e.perplexity, retrieval));
     }
     if ((t.checkpoint_every > 0 && done % t.checkpoint_every == 0) || done == t.steps) {
       beat(fmt::format("the checkpoint at step {}", done));
       save(done);
+      summary.checkpoint = checkpoint_path(run_dir_, done);
     }
     if (done == stop_at_) {
       say(fmt::format("stopping at step {} (--stop-at)", done));
@@ -415,6 +444,8 @@ int Trainer::run() {
     }
   }
   report_memory();
+  summary.seconds = progress.elapsed_seconds();
+  say(summary_paragraph(summary));
   return 0;
 }
 

@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -324,10 +324,12 @@ TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite
 
   std::ofstream(run + "/metrics.jsonl") << "{\"step\":1}\n";
   std::ofstream(run + "/checkpoints/step_1.h5") << "x";
+  std::ofstream(run + "/events.out.tfevents.1700000000.host") << "x";
   CHECK(error_of([&] { prepare_run_dir(run, "a: 2\n", RunDirMode::fresh); }) ==
         run + " already holds a different config (use --resume auto or --overwrite)");
   CHECK(read_file(run + "/config.yaml").value() == "a: 1\n");  // nothing on disk lost
   CHECK(fs::exists(run + "/checkpoints/step_1.h5"));
+  CHECK(fs::exists(run + "/events.out.tfevents.1700000000.host"));
 
   prepare_run_dir(run, "a: 2\n", RunDirMode::resume);
   CHECK(read_file(run + "/config.yaml").value() == "a: 2\n");
@@ -338,45 +340,58 @@ TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite
   CHECK(read_file(run + "/config.yaml").value() == "a: 3\n");
   CHECK_FALSE(fs::exists(run + "/checkpoints/step_1.h5"));
   CHECK_FALSE(fs::exists(run + "/metrics.jsonl"));
+  CHECK_FALSE(fs::exists(run + "/events.out.tfevents.1700000000.host"));
+  CHECK(fs::exists(run + "/config.1.yaml"));  // only what a run writes goes
   CHECK(fs::is_directory(run + "/checkpoints"));
   CHECK_FALSE(fs::exists(run + "/config.yaml.tmp"));
 }
 
-TEST_CASE("run_dir: MetricsLog writes one parseable JSON object per line") {
+TEST_CASE("run_dir: MetricsLog writes one strict JSON object per line; truncate_after parses the rows") {
+  using Row = nlohmann::ordered_json;
   TempDir dir("metrics");
   {
     MetricsLog log(dir.str());
-    log.write(MetricsRow().add("step", 1).add("loss", 0.1 + 0.2).add("lr", 3e-4).add("tokens", int64_t(1) << 40));
-    log.write(MetricsRow().add("step", 2).add("loss", 2.5f).add("skipped", true).add("note", "say \"hi\"\n\tok"));
-    log.write(MetricsRow().add("step", 3).add("loss", std::nan("")).add("eval", std::string("val")));
+    log.write(Row{{"step", 1}, {"loss", 0.1 + 0.2}, {"lr", 3e-4}, {"tokens", int64_t(1) << 40}});
+    log.write(Row{{"step", 2}, {"loss", 2.5f}, {"skipped", true}, {"note", "say \"hi\"\n\tok"}});
+    log.write(Row{{"step", 3}, {"loss", std::nan("")}, {"grad_norm", -std::numeric_limits<double>::infinity()}});
     log.print("step 3 | loss nan");
   }
   std::istringstream lines(read_file(dir.path / "metrics.jsonl").value());
-  std::vector<YAML::Node> rows;
+  std::vector<nlohmann::json> rows;
   for (std::string line; std::getline(lines, line);) {
     INFO(line);
-    CHECK(line.front() == '{');
-    CHECK(line.back() == '}');
-    rows.push_back(YAML::Load(line));  // JSON is YAML's flow syntax: a strict-enough parse check
-    CHECK(rows.back().IsMap());
+    CHECK(line.starts_with("{\"step\":"));  // keys in insertion order
+    rows.push_back(nlohmann::json::parse(line));  // throws on anything but strict JSON
   }
   REQUIRE(rows.size() == 3);
-  CHECK(rows[0]["step"].as<int>() == 1);
-  CHECK(rows[0]["loss"].as<double>() == 0.1 + 0.2);  // round-trips exactly
-  CHECK(rows[0]["lr"].as<double>() == 3e-4);
-  CHECK(rows[0]["tokens"].as<int64_t>() == int64_t(1) << 40);
-  CHECK(rows[1]["loss"].as<double>() == 2.5);
-  CHECK(rows[1]["skipped"].as<bool>());
-  CHECK(rows[1]["note"].as<std::string>() == "say \"hi\"\n\tok");
-  CHECK(rows[2]["loss"].Scalar() == "NaN");
-  CHECK(rows[2]["eval"].as<std::string>() == "val");
+  CHECK(rows[0]["step"] == 1);
+  CHECK(rows[0]["loss"].get<double>() == 0.1 + 0.2);  // round-trips exactly
+  CHECK(rows[0]["lr"].get<double>() == 3e-4);
+  CHECK(rows[0]["tokens"].get<int64_t>() == int64_t(1) << 40);
+  CHECK(rows[1]["loss"].get<double>() == 2.5);
+  CHECK(rows[1]["skipped"] == true);
+  CHECK(rows[1]["note"] == "say \"hi\"\n\tok");
+  CHECK(rows[2]["loss"].is_null());  // NaN and inf have no JSON spelling
+  CHECK(rows[2]["grad_norm"].is_null());
   CHECK(read_file(dir.path / "log.txt").value() == "step 3 | loss nan\n");
 
-  // Reopening appends; truncate_after drops rows of steps being redone after a resume.
-  { MetricsLog(dir.str()).write(MetricsRow().add("step", 4)); }
+  // Reopening appends; truncate_after drops the rows of steps being redone after a resume and a
+  // line torn by a kill, and keeps rows without an integer step.
+  {
+    MetricsLog log(dir.str());
+    log.write(Row{{"step", 4}});
+    log.write(Row{{"note", "no step"}, {"value", 9}});
+    log.write(Row{{"step", "5"}});
+  }
+  const std::string torn = "{\"step\":6,\"loss\":1.";
+  std::ofstream(dir.path / "metrics.jsonl", std::ios::app) << torn << "\n";
   MetricsLog::truncate_after(dir.str(), 2);
-  std::string kept = read_file(dir.path / "metrics.jsonl").value();
-  CHECK(kept.find("\"step\":2") != std::string::npos);
-  CHECK(kept.find("\"step\":3") == std::string::npos);
-  CHECK(kept.find("\"step\":4") == std::string::npos);
+  std::vector<std::string> kept;
+  std::istringstream after(read_file(dir.path / "metrics.jsonl").value());
+  for (std::string line; std::getline(after, line);) kept.push_back(line);
+  REQUIRE(kept.size() == 4);
+  CHECK(nlohmann::json::parse(kept[0])["step"] == 1);
+  CHECK(nlohmann::json::parse(kept[1])["step"] == 2);
+  CHECK(nlohmann::json::parse(kept[2])["note"] == "no step");
+  CHECK(nlohmann::json::parse(kept[3])["step"] == "5");
 }

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "model_checkpoint_fixture.h"
 #include "run_command.h"
 #include "autograd/variable.h"
@@ -206,8 +208,9 @@ TEST_CASE("retrieval scoring: an induction oracle scores 100%, a uniform model 0
   const RetrievalResult one = tally_retrieval(items, oracle, o, 0, 0);  // not pbb: one bucket
   CHECK(one.near.n == 0);
   CHECK(one.far.n == 0);
-  CHECK(one.json().find("\"near\"") == std::string::npos);
-  CHECK(good.json().find("\"near\"") != std::string::npos);
+  CHECK_FALSE(one.json().contains("near"));
+  CHECK(good.json()["near"]["n"] == near);
+  CHECK(good.json()["by_distance"].size() == good.rows.size());
 }
 
 TEST_CASE("score_sequences: batched scores equal score_span over one sequence's own forward rows") {
@@ -336,13 +339,21 @@ TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint w
     std::ifstream in(path);
     return std::string(std::istreambuf_iterator<char>(in), {});
   };
-  const std::string json = slurp(scratch / "a.json");
-  CHECK(json == slurp(scratch / "b.json"));  // same sequences, same numbers
-  for (const char* key : {"\"checkpoint\"", "\"step\": 3", "\"val\": {\"loss\"", "\"perplexity\"", "\"retrieval\": {",
-                          "\"by_distance\": [{\"distance\": 8", "\"distance\": 48", "\"near\": {", "\"far\": {",
-                          "\"mean_logprob\"", "\"block\": 16", "\"bridge\": 4", "\"lastword\": {", "\"in_context\": {",
-                          "\"accuracy\"", "gutenberg"})
-    CHECK_MESSAGE(json.find(key) != std::string::npos, key << " in " << json);
+  const std::string text = slurp(scratch / "a.json");
+  CHECK(text == slurp(scratch / "b.json"));  // same sequences, same numbers
+  const nlohmann::json json = nlohmann::json::parse(text);
+  CHECK(json.contains("checkpoint"));
+  CHECK(json["step"] == 3);
+  CHECK(json["val"]["loss"].is_number());
+  CHECK(json["val"]["perplexity"].is_number());
+  const nlohmann::json& retrieval = json["retrieval"];
+  CHECK(retrieval["by_distance"].front()["distance"] == 8);
+  CHECK(retrieval["by_distance"].back()["distance"] == 48);
+  for (const char* bucket : {"overall", "near", "far"}) CHECK(retrieval[bucket]["mean_logprob"].is_number());
+  CHECK(retrieval["block"] == 16);
+  CHECK(retrieval["bridge"] == 4);
+  CHECK(json["lastword"]["in_context"]["accuracy"].is_number());
+  CHECK(json["lastword"]["documents"].get<std::string>().find("gutenberg") != std::string::npos);
 
   const test::CommandResult bad = test::run_command(base + (scratch / "c.json") + " --tasks val,lambada");
   CHECK(bad.exit_code != 0);

@@ -4,13 +4,17 @@
 // without --overwrite; bad flags fail in one line. (scripts/check_export.py checks the probe
 // against PyTorch on the GPU machine.)
 #include <doctest/doctest.h>
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
+#include <unistd.h>
+
+#include "checkpoint/export.h"
 #include "core/file.h"
+#include "error_of.h"
 #include "run_command.h"
 #include "checkpoint/checkpoint.h"
 #include "training_workspace.h"
@@ -21,7 +25,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Safetensors {
-  YAML::Node header;  // JSON is YAML
+  nlohmann::json header;
   std::string data;   // the bytes after the header
 };
 
@@ -32,7 +36,7 @@ Safetensors read_safetensors(const std::string& path) {
   for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[size_t(i)]);
   REQUIRE(8 + n <= bytes.size());
   CHECK((8 + n) % 8 == 0);
-  return {YAML::Load(bytes.substr(8, n)), bytes.substr(8 + n)};
+  return {nlohmann::json::parse(bytes.substr(8, n)), bytes.substr(8 + n)};
 }
 
 // Checks each tensor's entry (F32) and bytes, and that they are all the file holds.
@@ -40,12 +44,12 @@ void check_tensors(const Safetensors& st, const std::vector<NamedTensor>& tensor
   size_t end = 0;
   for (const NamedTensor& t : tensors) {
     CAPTURE(t.name);
-    const YAML::Node e = st.header[t.name];
-    REQUIRE(e.IsMap());
+    REQUIRE(st.header.contains(t.name));
+    const nlohmann::json& e = st.header[t.name];
     const Tensor& expected = t.value;
-    CHECK(e["dtype"].as<std::string>() == "F32");
-    CHECK(e["shape"].as<std::vector<int64_t>>() == t.value.shape());
-    const auto offsets = e["data_offsets"].as<std::vector<size_t>>();
+    CHECK(e["dtype"] == "F32");
+    CHECK(e["shape"].get<std::vector<int64_t>>() == t.value.shape());
+    const auto offsets = e["data_offsets"].get<std::vector<size_t>>();
     REQUIRE(offsets.size() == 2);
     REQUIRE(offsets[1] - offsets[0] == expected.nbytes());
     REQUIRE(offsets[1] <= st.data.size());
@@ -74,22 +78,26 @@ TEST_CASE("hylo export writes every parameter and router bias, a config with the
   CHECK(s.buffers[0].value.to_vector<float>() != std::vector<float>(4, 0.f));
   check_tensors(read_safetensors(out + "/model.safetensors"), tensors);
 
-  const YAML::Node config = YAML::LoadFile(out + "/config.json");
-  CHECK(config["step"].as<int>() == 4);
-  CHECK(config["model"]["d_model"].as<int>() == 32);
-  CHECK(config["model"]["moe"]["experts"].as<int>() == 4);
+  const nlohmann::json config = nlohmann::json::parse(read_file(out + "/config.json").value_or(""));
+  CHECK(config["step"] == 4);
+  CHECK(config["model"]["d_model"] == 32);
+  CHECK(config["model"]["moe"]["experts"] == 4);
+  CHECK(config["model"]["tie_embeddings"].is_boolean());
   REQUIRE(config["layers"].size() == 2);
-  CHECK(config["layers"][0]["attention"].as<std::string>() == "pbb");
-  CHECK(config["layers"][0]["block"].as<int>() == 8);
-  CHECK(config["layers"][1]["attention"].as<std::string>() == "full");
-  CHECK(config["layers"][0]["ffn"].as<std::string>() == "dense");
-  CHECK(config["layers"][1]["ffn"].as<std::string>() == "moe");
-  const YAML::Node probe = config["probe"];
+  CHECK(config["layers"][0]["attention"] == "pbb");
+  CHECK(config["layers"][0]["block"] == 8);
+  CHECK(config["layers"][1]["attention"] == "full");
+  CHECK(config["layers"][0]["ffn"] == "dense");
+  CHECK(config["layers"][1]["ffn"] == "moe");
+  CHECK(config["conventions"]["rmsnorm"].is_string());
+  const nlohmann::json& probe = config["probe"];
   const size_t T = probe["ids"].size();
   CHECK(T == 24);  // 2 x block 8 + 8, the trained sequence length
   REQUIRE(probe["next_token_nll"].size() == T - 1);
+  REQUIRE(probe["argmax"].size() == T - 1);
   REQUIRE(probe["logits"].size() == T);
-  for (const YAML::Node& nll : probe["next_token_nll"]) CHECK(std::isfinite(nll.as<double>()));
+  CHECK(probe["logits"][0].size() == probe["columns"].size());
+  for (const nlohmann::json& nll : probe["next_token_nll"]) CHECK(std::isfinite(nll.get<double>()));
 
   // Exists: refused, and the file is as it was.
   const std::string before = read_file(out + "/model.safetensors").value_or("");
@@ -102,13 +110,13 @@ TEST_CASE("hylo export writes every parameter and router bias, a config with the
   REQUIRE_MESSAGE(bf16.exit_code == 0, bf16.output);
   std::vector<NamedTensor> params = s.model;  // the biases stay f32
   const Safetensors st = read_safetensors(out + "/model.safetensors");
-  CHECK(st.header[s.buffers[0].name]["dtype"].as<std::string>() == "F32");
+  CHECK(st.header[s.buffers[0].name]["dtype"] == "F32");
   size_t bf16_bytes = 0;
   for (const NamedTensor& p : params) {
     CAPTURE(p.name);
-    const auto offsets = st.header[p.name]["data_offsets"].as<std::vector<size_t>>();
+    const auto offsets = st.header[p.name]["data_offsets"].get<std::vector<size_t>>();
     const Tensor rounded = p.value.to(DType::bf16);
-    CHECK(st.header[p.name]["dtype"].as<std::string>() == "BF16");
+    CHECK(st.header[p.name]["dtype"] == "BF16");
     CHECK(std::memcmp(st.data.data() + offsets[0], rounded.raw(), rounded.nbytes()) == 0);
     bf16_bytes += rounded.nbytes();
   }
@@ -124,4 +132,21 @@ TEST_CASE("hylo export writes every parameter and router bias, a config with the
   }
   const auto missing = test::run_command(ws.hylo + " export " + (ws.dir / "nothing").string() + " --out " + out);
   CHECK(missing.exit_code != 0);
+}
+
+TEST_CASE("write_safetensors: metadata and entries as JSON, text escaped; two tensors of one name refused") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("hylo_safetensors_{}", ::getpid());
+  fs::create_directories(dir);
+  const std::string path = (dir / "t.safetensors").string();
+  const std::vector<NamedTensor> tensors = {{"a \"quoted\" name", Tensor::from_vector(std::vector<float>{1, 2, 3}, {3})},
+                                            {"b", Tensor::from_vector(std::vector<float>{4, 5, 6, 7}, {2, 2})}};
+  write_safetensors(path, tensors, {{"source", "runs/x\\y \"z\""}, {"step", "7"}});
+  const Safetensors st = read_safetensors(path);
+  CHECK(st.header["__metadata__"]["source"] == "runs/x\\y \"z\"");
+  CHECK(st.header["__metadata__"]["step"] == "7");
+  check_tensors(st, tensors);
+  const std::vector<NamedTensor> twice = {tensors[1], tensors[1]};
+  CHECK(test::error_of([&] { write_safetensors(path + ".2", twice, {}); }) == "export: two tensors are named 'b'");
+  CHECK_FALSE(fs::exists(path + ".2"));
+  fs::remove_all(dir);
 }

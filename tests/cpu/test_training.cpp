@@ -1,6 +1,7 @@
 // Training end to end on a small generated shard: overfitting, bit-exact resume, surviving a
 // crash during checkpointing, and one-line errors for bad input (SPEC §8).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -111,29 +112,22 @@ TEST_CASE("a retrieval mix changes the curve and resumes bit-exact, and train.ev
   CHECK(a != plain);  // the spans change what is learned
 
   // The evaluations at steps 20 and 40 score retrieval; the last equals hylo eval's on the checkpoint.
-  std::vector<std::string> eval_rows;
-  std::ifstream in(ws.dir / "straight/metrics.jsonl");
-  for (std::string line; std::getline(in, line);)
-    if (line.find("\"val_loss\"") != std::string::npos) eval_rows.push_back(line);
+  std::vector<nlohmann::json> eval_rows;
+  for (const nlohmann::json& row : ws.metrics_rows("straight"))
+    if (row.contains("val_loss")) eval_rows.push_back(row);
   REQUIRE(eval_rows.size() == 2);
-  auto value = [](const std::string& text, const std::string& key) {
-    const size_t at = text.find("\"" + key + "\"");
-    REQUIRE(at != std::string::npos);
-    return std::stod(text.substr(text.find(':', at) + 1));
-  };
   for (const auto& row : eval_rows) {
-    for (const char* key : {"\"retrieval_acc\"", "\"retrieval_tok_acc\""})
-      CHECK_MESSAGE(row.find(key) != std::string::npos, key << " in " << row);
-    CHECK(value(row, "retrieval_logprob") < 0);
+    for (const char* key : {"retrieval_acc", "retrieval_tok_acc"}) CHECK_MESSAGE(row[key].is_number(), key << " in " << row);
+    CHECK(row["retrieval_logprob"].get<double>() < 0);
   }
   const auto eval = run(ws.hylo + " eval " + (ws.dir / "straight").string() + " --tasks retrieval --n 2 --json " +
                         (ws.dir / "eval.json").string());
   REQUIRE_MESSAGE(eval.exit_code == 0, eval.output);
-  std::ifstream json_in(ws.dir / "eval.json");
-  const std::string json((std::istreambuf_iterator<char>(json_in)), {});
-  const std::string overall = json.substr(json.find("\"overall\""));
-  CHECK(value(overall, "mean_logprob") == doctest::Approx(value(eval_rows.back(), "retrieval_logprob")).epsilon(1e-12));
-  CHECK(value(overall, "token_accuracy") == doctest::Approx(value(eval_rows.back(), "retrieval_tok_acc")));
+  const nlohmann::json overall =
+      nlohmann::json::parse(read_file(ws.dir / "eval.json").value_or("{}"))["retrieval"]["overall"];
+  CHECK(overall["mean_logprob"].get<double>() ==
+        doctest::Approx(eval_rows.back()["retrieval_logprob"].get<double>()).epsilon(1e-12));
+  CHECK(overall["token_accuracy"].get<double>() == doctest::Approx(eval_rows.back()["retrieval_tok_acc"].get<double>()));
 }
 
 TEST_CASE("resuming with a checkpoint that does not fit the model fails and leaves the run directory as it was") {
@@ -273,9 +267,11 @@ TEST_CASE("non-finite loss: policy skip drops the update and logs it, policy abo
   const auto skipped = run(ws.train("skip", blow_up + " --set train.nan_policy=skip"));
   REQUIRE_MESSAGE(skipped.exit_code == 0, skipped.output);
   CHECK(skipped.output.find("non-finite: update skipped") != std::string::npos);
-  std::ifstream metrics(ws.dir / "skip/metrics.jsonl");
-  std::string all((std::istreambuf_iterator<char>(metrics)), std::istreambuf_iterator<char>());
-  CHECK(all.find("\"skipped\":1") != std::string::npos);
+  int64_t skips = 0;  // of the 6 steps, in the first run's metrics (the same run as "straight")
+  for (const nlohmann::json& row : ws.metrics_rows("skip")) {
+    skips += row.contains("skipped");
+    if (row.contains("skipped")) CHECK(row["skipped"] == 1);
+  }
   // Resume counts AdamW's updates, not steps: the skipped ones did not move its bias correction.
   const std::string every_3 = " --set train.nan_policy=skip --set train.checkpoint_every=3 --set train.keep_last=0";
   REQUIRE(run(ws.train("straight", blow_up + every_3)).exit_code == 0);
@@ -285,8 +281,6 @@ TEST_CASE("non-finite loss: policy skip drops the update and logs it, policy abo
   auto updates = [&](const char* run_name) {
     return load_checkpoint((ws.dir / run_name / "checkpoints/step_6.h5").string(), /*moments=*/false).updates;
   };
-  int64_t skips = 0;  // of the 6 steps, in the first run's metrics (the same run as "straight")
-  for (size_t at = all.find("\"skipped\":1"); at != std::string::npos; at = all.find("\"skipped\":1", at + 1)) ++skips;
   REQUIRE((skips > 0 && skips < 6));
   CHECK(updates("straight") == 6 - skips);
   CHECK(updates("resumed") == 6 - skips);
@@ -412,4 +406,41 @@ TEST_CASE("train --device cuda with a head dim the CUDA kernels lack names the k
   CHECK(r.output.find("model: head dim model.d_model/model.n_heads = 32/2 = 16 has no CUDA attention kernel") !=
         std::string::npos);
 #endif
+}
+
+TEST_CASE("a run says what it did: no mfu without a peak, tokens/memory/elapsed per line, a closing summary, "
+          "one TensorBoard file per launch") {
+  Workspace ws("report");
+  auto event_files = [&] {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(ws.dir / "r")) n += e.path().filename().string().starts_with("events.out.tfevents.");
+    return n;
+  };
+  const auto first = run(ws.train("r", "--set train.checkpoint_every=20 --stop-at 30"));
+  REQUIRE_MESSAGE(first.exit_code == 0, first.output);
+  const std::vector<nlohmann::json> rows = ws.metrics_rows("r");
+  REQUIRE(rows.size() == 31);  // 30 steps + the evaluation at 20
+  for (const nlohmann::json& row : rows) CHECK_FALSE(row.contains("mfu"));  // the CPU has no peak to divide by
+  CHECK(first.output.find("step     10/40 | loss ") != std::string::npos);
+  for (const char* part : {"| mfu - |", " | 960 tokens | peak rss ", " GiB | elapsed ", "s | eta "})
+    CHECK_MESSAGE(first.output.find(part) != std::string::npos, part);
+  const std::string summary = "summary: steps 1-30 of 40 in ";
+  CHECK(first.output.find(summary) != std::string::npos);
+  for (const std::string& part :
+       {std::string(", 2.88K tokens seen, median "),
+        fmt::format(" tokens/s; final train loss {:.4f}, val loss {:.4f} (step 20); last checkpoint {}",
+                    rows.back()["loss"].get<double>(), rows[20]["val_loss"].get<double>(),
+                    (ws.dir / "r/checkpoints/step_20.h5").string())})
+    CHECK_MESSAGE(first.output.find(part) != std::string::npos, part);
+  const std::string log = read_file(ws.dir / "r/log.txt").value_or("");
+  CHECK(log.substr(log.rfind('\n', log.size() - 2) + 1).starts_with(summary));  // the last line
+  CHECK(event_files() == 1);
+
+  const auto resumed = run(ws.train("r", "--set train.checkpoint_every=20 --resume auto"));
+  REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
+  CHECK(resumed.output.find("summary: steps 21-40 of 40 in ") != std::string::npos);
+  CHECK(resumed.output.find("last checkpoint " + (ws.dir / "r/checkpoints/step_40.h5").string()) != std::string::npos);
+  CHECK(event_files() == 2);  // TensorBoard reads both; the second starts at step 21
+  REQUIRE(run(ws.train("r", "--set train.steps=5 --overwrite")).exit_code == 0);
+  CHECK(event_files() == 1);
 }

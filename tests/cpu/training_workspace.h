@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tiny_workspace.h"
 
 namespace hylo::test {
@@ -22,13 +24,19 @@ struct TrainingWorkspace : TinyWorkspace {
     return hylo + " train " + (dir / "tiny.yaml").string() + " --run-dir " + (dir / run_name).string() + " " + extra;
   }
 
-  std::vector<std::string> loss_rows(const std::string& run_name) const {
+  // Every row of the run's metrics.jsonl, parsed.
+  std::vector<nlohmann::json> metrics_rows(const std::string& run_name) const {
     std::ifstream in(dir / run_name / "metrics.jsonl");
+    std::vector<nlohmann::json> rows;
+    for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+  }
+
+  // {"step":S,"loss":L} of every row with a loss, as text: equal text is equal bits.
+  std::vector<std::string> loss_rows(const std::string& run_name) const {
     std::vector<std::string> rows;
-    for (std::string line; std::getline(in, line);) {
-      auto at = line.find("\"loss\":");
-      if (at != std::string::npos) rows.push_back(line.substr(0, line.find(',', at)));  // step..loss fields
-    }
+    for (const nlohmann::json& row : metrics_rows(run_name))
+      if (row.contains("loss")) rows.push_back(nlohmann::ordered_json{{"step", row["step"]}, {"loss", row["loss"]}}.dump());
     return rows;
   }
 };
