@@ -1,7 +1,12 @@
-// What the mpi suites share: rank micro-batches, and launching `mpirun -np N hylo ...`.
+// What the mpi suites share: rank micro-batches, launching `mpirun -np N hylo ...`, and reading
+// a run's metrics.
 #pragma once
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +37,17 @@ inline CommandResult succeeds(const std::string& command) {
   auto result = run_command(command);
   REQUIRE_MESSAGE(result.exit_code == 0, result.output);
   return result;
+}
+
+// The last value of `key` in the rows of RUN_DIR/metrics.jsonl.
+inline double last_metric(const std::filesystem::path& run_dir, const std::string& key) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  double value = 0;
+  bool found = false;
+  for (std::string line; std::getline(in, line);)
+    if (const nlohmann::json row = nlohmann::json::parse(line); row.contains(key)) value = row[key].get<double>(), found = true;
+  REQUIRE_MESSAGE(found, key << " in " << (run_dir / "metrics.jsonl").string());
+  return value;
 }
 
 }  // namespace hylo::test

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
 #include "mpi_test_util.h"
@@ -188,11 +190,8 @@ TEST_SUITE("launch") {
     // The ranks share the evaluation batches: the final val loss is the one process's `hylo eval`.
     const std::string json = (ws.dir / "eval.json").string();
     succeeds(ws.hylo + " eval " + (ws.dir / "straight").string() + " --json " + json);
-    const std::string eval = read_file(json).value_or(""),
-                      metrics = read_file((ws.dir / "straight/metrics.jsonl").string()).value_or("");
-    const auto number_after = [](const std::string& text, size_t at) { return std::stod(text.substr(at)); };
-    const double alone = number_after(eval, eval.find("\"loss\": ") + 8);
-    const double ranks = number_after(metrics, metrics.rfind("\"val_loss\":") + 11);
+    const double alone = nlohmann::json::parse(read_file(json).value())["val"]["loss"].get<double>();
+    const double ranks = test::last_metric(ws.dir / "straight", "val_loss");
     CHECK(alone == doctest::Approx(ranks).epsilon(1e-12));
 
     // The same checkpoint on one process: weights and moments carry over, the data order cannot.

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "../cpu/small_model.h"
 #include "../cpu/training_workspace.h"
 #include "mpi_test_util.h"
@@ -139,12 +141,6 @@ TEST_SUITE("launch") {
     return out;
   }
 
-  double last_number_after(const std::string& text, const std::string& key) {
-    const size_t at = text.rfind(key);
-    REQUIRE(at != std::string::npos);
-    return std::stod(text.substr(at + key.size()));
-  }
-
   TEST_CASE("mpirun -np 2 hylo train with experts over 2 ranks follows data parallelism, resumes bit-exactly") {
     test::TrainingWorkspace ws("ep");
     succeeds(kMpirun + ws.train("dp", kMoe));
@@ -164,9 +160,8 @@ TEST_SUITE("launch") {
     // The checkpoint holds every expert: one process evaluates it as the two ranks did.
     const std::string json = (ws.dir / "eval.json").string();
     succeeds(ws.hylo + " eval " + (ws.dir / "ep").string() + " --json " + json);
-    const double alone = last_number_after(read_file(json).value_or(""), "\"loss\": ");
-    const double ranks = last_number_after(read_file((ws.dir / "ep/metrics.jsonl").string()).value_or(""),
-                                           "\"val_loss\":");
+    const double alone = nlohmann::json::parse(read_file(json).value())["val"]["loss"].get<double>();
+    const double ranks = test::last_metric(ws.dir / "ep", "val_loss");
     CHECK(alone == doctest::Approx(ranks).epsilon(1e-5));
     // ... and trains on from it without expert parallelism.
     fs::create_directories(ws.dir / "single");
