@@ -346,7 +346,7 @@ TEST_CASE("run_dir: a different config is refused unless --resume or --overwrite
   CHECK_FALSE(fs::exists(run + "/config.yaml.tmp"));
 }
 
-TEST_CASE("run_dir: MetricsLog writes one strict JSON object per line; truncate_after parses the rows") {
+TEST_CASE("run_dir: MetricsLog writes one strict JSON object per line, and truncate_after parses the rows") {
   using Row = nlohmann::ordered_json;
   TempDir dir("metrics");
   {

@@ -134,7 +134,7 @@ TEST_CASE("hylo export writes every parameter and router bias, a config with the
   CHECK(missing.exit_code != 0);
 }
 
-TEST_CASE("write_safetensors: metadata and entries as JSON, text escaped; two tensors of one name refused") {
+TEST_CASE("write_safetensors: metadata and entries as JSON with text escaped, and two tensors of one name refused") {
   const fs::path dir = fs::temp_directory_path() / fmt::format("hylo_safetensors_{}", ::getpid());
   fs::create_directories(dir);
   const std::string path = (dir / "t.safetensors").string();
