@@ -213,7 +213,7 @@ TEST_CASE("hf export: the transformers class and config.json keys per family") {
   }
 }
 
-TEST_CASE("hf export: tensors under transformers' names, gate and up halves; the probe is hylo's forward") {
+TEST_CASE("hf export: tensors under transformers' names with gate and up halves, and the probe is hylo's forward") {
   const Scratch s("hylo_hf_names_");
   const std::string dir = export_family("moe", s);
   const LoadedModel loaded = loaded_model(family("moe"));
