@@ -59,6 +59,7 @@ std::optional<RunState> read_run_state(const std::string& dir) {
 
 RunReport run_report(const std::string& dir, int64_t final_step) {
   RunReport r;
+  r.final_step = final_step;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return r;
   r.step = last_logged_step(dir);

@@ -28,8 +28,9 @@ std::optional<RunState> read_run_state(const std::string& dir);
 
 struct RunReport {
   RunStatus status = RunStatus::pending;
-  int64_t step = 0;    // the last step in metrics.jsonl (0 when none)
-  std::string detail;  // the holder (running), the signal (preempted), the error (failed)
+  int64_t step = 0;        // the last step in metrics.jsonl (0 when none)
+  int64_t final_step = 0;  // where the run ends (run_report's argument)
+  std::string detail;      // the holder (running), the signal (preempted), the error (failed)
 };
 
 // The run in `dir` that ends at step `final_step`: running while a process holds the lock,

@@ -18,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "sweep/status.h"
 #include "sweep/sweep.h"
 
 namespace hylo {
@@ -36,6 +37,7 @@ struct ReportRow {
   std::optional<fs::path> retrieval_report;  // the last eval*.json (by name) with retrieval by distance
   std::map<std::string, double> values;
   bool in_sweep = false;  // a point of a sweep.json (else a run found in a plain directory)
+  RunReport run;          // where it stands (sweep/status.h): only finished runs enter the summaries
 };
 
 using nlohmann::json;
@@ -146,7 +148,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
   std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
   std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
   for (const ReportRow& row : rows) {
-    if (row.values.empty()) continue;  // not run yet
+    if (row.values.empty() || row.run.status != RunStatus::finished) continue;  // its values are not final
     std::string label;
     for (const std::string& k : group_keys) label += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
@@ -332,6 +334,7 @@ int run_report(const ReportOptions& options) {
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   std::map<std::string, std::string> labelled;           // plot label -> the row that has it
   for (ReportRow& row : rows) {
+    row.run = point_report(row.run_dir);
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
     any_retrieval |= row.values.count("retrieval_acc") > 0;
@@ -358,15 +361,25 @@ int run_report(const ReportOptions& options) {
   std::string table = "|", rule = "|";
   for (const std::string& c : columns) table += " " + c + " |", rule += "---|";
   table += "\n" + rule + "\n";
+  std::string unfinished;  // the note below the table
   for (const ReportRow& row : rows) {
     table += "| " + row.name + " |";
     for (const std::string& k : keys) table += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
+    const bool finished = row.run.status == RunStatus::finished;
     for (size_t c = 1 + keys.size(); c < columns.size(); ++c) {
       auto it = row.values.find(columns[c]);
-      table += fmt::format(" {} |", it == row.values.end() ? std::string("-") : format_value(it->second));
+      std::string cell = it == row.values.end() ? std::string("-") : format_value(it->second);
+      if (columns[c] == "step" && !finished) cell += fmt::format(" ({})", run_status_name(row.run.status));
+      table += " " + cell + " |";
     }
     table += "\n";
+    if (!finished)
+      unfinished += fmt::format("{}{} ({}{})", unfinished.empty() ? "" : ", ", row.name, run_status_name(row.run.status),
+                                row.run.final_step > 0 ? fmt::format(" at step {} of {}", row.run.step, row.run.final_step)
+                                                       : "");
   }
+  if (!unfinished.empty())
+    table += "\nUnfinished, their values at the step shown and left out of any summary over seeds: " + unfinished + "\n";
   std::vector<std::string> metric_columns(columns.begin() + std::ptrdiff_t(1 + keys.size() + 1), columns.end());
   // Over seeds, retrieval by distance too (nearest first): where two masks differ, it is by distance.
   std::set<std::pair<int, std::string>> by_distance;

@@ -13,7 +13,16 @@
 //   metrics: [loss, val_loss, val_ppl, tokens_per_s]   # optional; these three by default
 //   ranks: 8                       # optional, default 1: processes (GPUs) per point, data or
 //                                  # expert parallel: --slurm asks each array task for that many
-//                                  # tasks and GPUs, --local starts each point under mpirun -np
+//                                  # tasks (and a GPU each on cuda), --local starts each point
+//                                  # under mpirun -np
+//   slurm:                         # optional: the --slurm array job's resources; the flags of the
+//     partition: gpu               # same names (--partition, --account, --qos, --time, --mem,
+//     account: proj42              # --cpus-per-task, --signal-seconds) override them
+//     qos: normal
+//     time: "04:00:00"
+//     mem: 64G
+//     cpus_per_task: 8             # default 8 per GPU on cuda, 1 on cpu
+//     signal_seconds: 120          # USR1 this long before the time limit: checkpoint and requeue
 //
 // At least one of `points` / `grid` is required. With both, every point is crossed with every
 // grid combination (points vary slowest); with several grid keys the last one varies fastest, as
@@ -29,6 +38,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/suggest.h"
@@ -41,7 +51,43 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics", "ranks"};
+const std::vector<std::string> kTopLevelKeys = {"name", "base", "set", "points", "grid", "metrics", "ranks", "slurm"};
+const std::vector<std::string> kSlurmKeys = {"partition", "account", "qos", "time", "mem", "cpus_per_task",
+                                             "signal_seconds"};
+
+int positive_int(const YAML::Node& node, const std::string& where) {
+  int value = 0;
+  try {
+    value = node.as<int>();
+  } catch (const YAML::Exception&) {
+    HYLO_FAIL("{}: '{}' is not a whole number", where, node.IsScalar() ? node.Scalar() : "(not a scalar)");
+  }
+  HYLO_CHECK(value >= 1, "{}={} must be >= 1", where, value);
+  return value;
+}
+
+SlurmSettings slurm_settings(const YAML::Node& node, const std::string& path) {
+  HYLO_CHECK(node.IsMap(), "{}: slurm: expected a map of {}", path, fmt::join(kSlurmKeys, ", "));
+  SlurmSettings s;
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>(), where = path + ": slurm." + key;
+    if (key == "cpus_per_task" || key == "signal_seconds") {
+      (key == "cpus_per_task" ? s.cpus_per_task : s.signal_seconds) = positive_int(kv.second, where);
+      continue;
+    }
+    std::string* field = key == "partition" ? &s.partition : key == "account" ? &s.account : key == "qos" ? &s.qos
+                         : key == "time"    ? &s.time      : key == "mem"     ? &s.mem     : nullptr;
+    if (!field) {
+      const std::string near = nearest_choice(key, kSlurmKeys, 2);
+      HYLO_FAIL("{}: slurm: unknown key '{}' ({})", path, key,
+                near.empty() ? "known: " + fmt::format("{}", fmt::join(kSlurmKeys, ", ")) : "did you mean '" + near + "'?");
+    }
+    HYLO_CHECK(kv.second.IsScalar(), "{}: expected one value", where);
+    check_slurm_value(path + ": slurm", key, kv.second.Scalar());
+    *field = kv.second.Scalar();
+  }
+  return s;
+}
 
 std::string suggestion(const std::string& key) {
   const std::string near = nearest_choice(key, kTopLevelKeys, 2);  // further is a guess, not a typo
@@ -105,6 +151,13 @@ std::string shell_quote(const std::string& text) {
   return out + "'";
 }
 
+void check_slurm_value(const std::string& where, const std::string& key, const std::string& value) {
+  const bool word = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum((unsigned char)c) || std::string_view(":._,+-").find(c) != std::string_view::npos;
+  });
+  HYLO_CHECK(word, "{}: {} '{}' is not one word of [A-Za-z0-9:._,+-] (it goes into an #SBATCH line)", where, key, value);
+}
+
 std::filesystem::path self_binary() { return std::filesystem::canonical("/proc/self/exe"); }
 
 SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set) {
@@ -141,6 +194,7 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
       HYLO_CHECK(ranks >= 1, "{}: ranks={} must be >= 1", path, ranks);
       spec.ranks = ranks;
     }
+    if (const YAML::Node slurm = root["slurm"]) spec.slurm = slurm_settings(slurm, path);
 
     spec.metrics = {"loss", "val_loss", "val_ppl"};
     if (const YAML::Node m = root["metrics"]) {

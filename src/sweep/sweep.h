@@ -20,6 +20,16 @@ struct SweepPoint {
   std::vector<std::string> overrides;  // "key=value" for load_config: `set` first, then `varied`
 };
 
+// The array job's resources (`slurm:` in the sweep file; `hylo sweep --slurm` flags of the same
+// names override them). Empty / 0: the cluster's default, or the one said.
+struct SlurmSettings {
+  std::string partition, account, qos;
+  std::string time;        // --time, e.g. 04:00:00
+  std::string mem;         // --mem per node, e.g. 64G
+  int cpus_per_task = 0;   // 0: 8 per GPU on cuda, 1 on cpu
+  int signal_seconds = 0;  // --signal=B:USR1@N before the time limit; 0: 120 (time to reach a step boundary and checkpoint)
+};
+
 struct SweepSpec {
   std::string path;  // the sweep file, for error messages
   std::string name, base;
@@ -27,7 +37,12 @@ struct SweepSpec {
   std::vector<std::string> metrics;
   std::vector<SweepPoint> points;
   int ranks = 1;  // processes (GPUs) per point
+  SlurmSettings slurm;
 };
+
+// `slurm.key: value` text (sweep file or flag) checked for an #SBATCH line: one word of
+// [A-Za-z0-9:._,+-], or one line "WHERE: KEY 'VALUE' ..." naming both.
+void check_slurm_value(const std::string& where, const std::string& key, const std::string& value);
 
 // Parses and expands a sweep file. Errors are one line naming the file and the key. Does not
 // load the base config: call check_sweep_configs for that. `cli_set`: "key=value" overrides from

@@ -2,6 +2,7 @@
 #include "sweep/sweep_run.h"
 
 #include <fmt/format.h>
+#include <sys/wait.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
@@ -11,9 +12,11 @@
 
 #include "core/error.h"
 #include "core/file.h"
-#include "checkpoint/checkpoint.h"
 #include "config/config.h"
+#include "sweep/slurm.h"
+#include "sweep/status.h"
 #include "sweep/sweep.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 namespace hylo {
@@ -26,8 +29,10 @@ namespace {
 struct PlannedRun {
   const SweepPoint* point = nullptr;
   fs::path run_dir;
-  bool finished = false;
-  std::string status;  // planned | skipped | done | failed | submitted
+  int64_t steps = 0;
+  bool finished = false, running = false;
+  std::string status;  // --local: planned | skipped | done | failed
+  std::string job;     // --slurm --submit: JOBID_TASK
 };
 
 // configs[i] is spec.points[i] resolved (check_sweep_configs).
@@ -40,6 +45,7 @@ std::vector<PlannedRun> plan_runs(const SweepSpec& spec, const std::vector<Confi
     PlannedRun run;
     run.point = &point;
     run.run_dir = sweep_dir / point.name;
+    run.steps = config.train.steps;
     const fs::path existing = run.run_dir / "config.yaml";
     if (fs::exists(existing)) {
       // A run dir from an edited sweep file would otherwise be resumed (or skipped) under a
@@ -47,7 +53,9 @@ std::vector<PlannedRun> plan_runs(const SweepSpec& spec, const std::vector<Confi
       HYLO_CHECK(read_file(existing) == to_yaml(config),
                  "{}: {} holds a different config than point {} now resolves to (rename the sweep or remove the dir)",
                  spec.path, run.run_dir.string(), point.name);
-      run.finished = fs::exists(checkpoint_path(run.run_dir.string(), config.train.steps));
+      const RunReport report = point_report(run.run_dir, run.steps);
+      run.finished = report.status == RunStatus::finished;
+      run.running = report.status == RunStatus::running;
     }
     run.status = run.finished ? "skipped" : "planned";
     runs.push_back(std::move(run));
@@ -63,7 +71,7 @@ nlohmann::ordered_json override_object(const std::vector<Override>& overrides) {
 }
 
 // sweep.json, which `hylo report` reads (sweep/report.cpp): one point per line.
-std::string sweep_json(const SweepSpec& spec, const std::vector<PlannedRun>& runs) {
+std::string sweep_json(const SweepSpec& spec, const std::vector<PlannedRun>& runs, bool slurm) {
   nlohmann::ordered_json head{{"name", spec.name},
                               {"sweep_file", spec.path},
                               {"base", spec.base},
@@ -74,56 +82,58 @@ std::string sweep_json(const SweepSpec& spec, const std::vector<PlannedRun>& run
   text += ",\n  \"points\": [\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const PlannedRun& run = runs[i];
-    const nlohmann::ordered_json point{{"name", run.point->name},
-                                       {"run_dir", run.run_dir.string()},
-                                       {"overrides", override_object(run.point->varied)},
-                                       {"status", run.status}};
+    nlohmann::ordered_json point{{"name", run.point->name},
+                                 {"run_dir", run.run_dir.string()},
+                                 {"overrides", override_object(run.point->varied)},
+                                 {"steps", run.steps}};
+    if (!slurm) point["status"] = run.status;
+    if (!run.job.empty()) point["job"] = run.job;
     text += "    " + point.dump() + (i + 1 < runs.size() ? ",\n" : "\n");
   }
   return text + "  ]}\n";
 }
 
-// The array job: task i runs line i+1 of points.txt, each line "RUN_DIR --set k=v ..." shell-quoted
-// so that values with spaces (mapping overrides) survive.
-void write_slurm(const SweepSpec& spec, const std::vector<PlannedRun>& runs, const fs::path& sweep_dir) {
-  const fs::path dir = fs::absolute(sweep_dir);
-  std::string lines;
-  for (const PlannedRun& run : runs) {
-    lines += shell_quote(fs::absolute(run.run_dir).string());
-    for (const std::string& o : run.point->overrides) lines += " --set " + shell_quote(o);
-    lines += "\n";
+// The sweep file's `slurm:` settings, each replaced by its flag when given.
+SlurmSettings merged(SlurmSettings file, const SlurmSettings& flags) {
+  for (auto [field, flag] : {std::pair{&file.partition, &flags.partition}, {&file.account, &flags.account},
+                             {&file.qos, &flags.qos}, {&file.time, &flags.time}, {&file.mem, &flags.mem}})
+    if (!flag->empty()) *field = *flag;
+  if (flags.cpus_per_task > 0) file.cpus_per_task = flags.cpus_per_task;
+  if (flags.signal_seconds > 0) file.signal_seconds = flags.signal_seconds;
+  return file;
+}
+
+// --slurm: the array job of the points neither finished nor running; returns the exit code.
+int slurm_sweep(const SweepRunOptions& o, const SweepSpec& spec, const std::vector<Config>& configs,
+                std::vector<PlannedRun>& runs, const fs::path& sweep_dir) {
+  std::vector<size_t> tasks;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (!runs[i].finished && !runs[i].running) tasks.push_back(i);
+  if (tasks.empty()) {
+    fmt::print("sweep {}: every point is finished or running: no array job to write\n", spec.name);
+    return 0;
   }
-  write_file_atomic((dir / "points.txt").string(), lines);
-  const std::string script = fmt::format(
-      R"(#!/bin/bash
-# Generated by `hylo sweep {file} --slurm`: one array task per line of points.txt ({n} points).
-# Adjust the resources to your cluster. Each task is one `hylo train` of one process per GPU, here
-# {ranks} (the sweep's `ranks`; more than one: data parallel, and srun needs its MPI plugin for
-# them, --mpi=pmix below); set `device: cuda` in the base config or the sweep's `set`. A requeued
-# or resubmitted task resumes from its newest valid checkpoint.
-#SBATCH --job-name={name}
-#SBATCH --array=0-{last}
-#SBATCH --nodes=1
-#SBATCH --ntasks-per-node={ranks}
-#SBATCH --gpus-per-node={ranks}
-#SBATCH --cpus-per-task=8
-#SBATCH --time=04:00:00
-#SBATCH --chdir={cwd}
-#SBATCH --output={dir}/slurm-%A_%a.out
-set -euo pipefail
-HYLO=${{HYLO:-{hylo}}}
-line=$(sed -n "$((SLURM_ARRAY_TASK_ID + 1))p" {points})
-eval "set -- $line"  # RUN_DIR --set key=value ...
-run_dir=$1
-shift
-srun{mpi} "$HYLO" train {base} --run-dir "$run_dir" --resume auto "$@"
-)",
-      fmt::arg("file", spec.path), fmt::arg("n", runs.size()), fmt::arg("name", spec.name),
-      fmt::arg("last", runs.size() - 1), fmt::arg("cwd", fs::current_path().string()), fmt::arg("dir", dir.string()),
-      fmt::arg("hylo", self_binary().string()), fmt::arg("points", shell_quote((dir / "points.txt").string())),
-      fmt::arg("base", shell_quote(fs::absolute(spec.base).string())), fmt::arg("ranks", spec.ranks),
-      fmt::arg("mpi", spec.ranks > 1 ? " --mpi=pmix" : ""));
-  write_file_atomic((dir / "submit.sbatch").string(), script);
+  const SlurmSettings settings = merged(spec.slurm, o.slurm_flags);
+  const SlurmJob job = slurm_job(spec, configs, tasks, sweep_dir, settings);
+  if (o.dry_run) {
+    fmt::print("--- {}/submit.sbatch (not written: --dry-run)\n{}", fs::absolute(sweep_dir).string(), job.script);
+    return 0;
+  }
+  fs::create_directories(sweep_dir);
+  const fs::path dir = fs::absolute(sweep_dir);
+  write_file_atomic((dir / "points.txt").string(), job.points);
+  write_file_atomic((dir / "submit.sbatch").string(), job.script);
+  if (o.submit) {
+    const std::string id = submit_job(dir / "submit.sbatch");
+    for (size_t t : tasks) runs[t].job = fmt::format("{}_{}", id, t);
+    fmt::print("submitted job {} (array {}); see where it stands with: hylo sweep status {}\n", id,
+               array_ranges(tasks), sweep_dir.string());
+  } else {
+    fmt::print("wrote {0}/submit.sbatch (array {1}) and {0}/points.txt\nsubmit with: sbatch {0}/submit.sbatch\n",
+               dir.string(), array_ranges(tasks));
+  }
+  write_file_atomic((sweep_dir / "sweep.json").string(), sweep_json(spec, runs, /*slurm=*/true));
+  return 0;
 }
 
 }  // namespace
@@ -140,26 +150,20 @@ int run_sweep(const SweepRunOptions& o) {
   for (const PlannedRun& run : runs) {
     std::string overrides;
     for (const auto& [k, v] : run.point->varied) overrides += fmt::format("{}{}={}", overrides.empty() ? "" : " ", k, v);
-    fmt::print("  {:<32} {}{}\n", run.point->name, overrides, run.finished ? "  (finished)" : "");
+    fmt::print("  {:<32} {}{}\n", run.point->name, overrides,
+               run.finished ? "  (finished)" : run.running ? "  (running)" : "");
   }
+  HYLO_CHECK(!o.submit || o.slurm, "sweep: --submit goes with --slurm");
+  if (o.slurm) return slurm_sweep(o, spec, configs, runs, sweep_dir);
   if (o.dry_run) return 0;
 
   fs::create_directories(sweep_dir);
   const std::string json_path = (sweep_dir / "sweep.json").string();
-  if (o.slurm) {
-    for (PlannedRun& run : runs) run.status = "submitted";
-    write_slurm(spec, runs, sweep_dir);
-    write_file_atomic(json_path, sweep_json(spec, runs));
-    fmt::print("wrote {0}/submit.sbatch and {0}/points.txt\nsubmit with: sbatch {0}/submit.sbatch\n",
-               fs::absolute(sweep_dir).string());
-    return 0;
-  }
-
-  write_file_atomic(json_path, sweep_json(spec, runs));
+  write_file_atomic(json_path, sweep_json(spec, runs, /*slurm=*/false));
   int failed = 0;
   for (PlannedRun& run : runs) {
-    if (run.finished) {
-      fmt::print("sweep: {} already finished, skipping\n", run.point->name);
+    if (run.finished || run.running) {
+      fmt::print("sweep: {} already {}, skipping\n", run.point->name, run.finished ? "finished" : "running");
       continue;
     }
     fmt::print("sweep: running {} ({})\n", run.point->name, run.run_dir.string());
@@ -170,19 +174,26 @@ int run_sweep(const SweepRunOptions& o) {
                                         shell_quote(self_binary().string()), shell_quote(spec.base),
                                         shell_quote(run.run_dir.string()));
       for (const std::string& o : run.point->overrides) command += " --set " + shell_quote(o);
-      run.status = std::system(command.c_str()) == 0 ? "done" : "failed";
+      const int status = std::system(command.c_str());
+      const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+      run.status = rc == 0 ? "done" : rc == kExitPreempted ? "preempted" : "failed";
       if (run.status == "failed") std::fprintf(stderr, "hylo: error: sweep point %s failed\n", run.point->name.c_str());
     } else {
       try {
         const int rc = run_train(TrainOptions{spec.base, run.point->overrides, run.run_dir.string(), "auto"});
-        run.status = rc == 0 ? "done" : "failed";
+        run.status = rc == 0 ? "done" : rc == kExitPreempted ? "preempted" : "failed";
       } catch (const std::exception& e) {
         std::fprintf(stderr, "hylo: error: sweep point %s: %s\n", run.point->name.c_str(), e.what());
         run.status = "failed";
       }
     }
     failed += run.status == "failed";
-    write_file_atomic(json_path, sweep_json(spec, runs));
+    write_file_atomic(json_path, sweep_json(spec, runs, /*slurm=*/false));
+    if (run.status == "preempted") {  // a signal stopped the run: it stops the sweep too
+      fmt::print("sweep {}: stopped on a signal during {} (checkpointed); the same command continues it\n", spec.name,
+                 run.point->name);
+      return kExitPreempted;
+    }
   }
   fmt::print("sweep {}: {} points, {} failed; report with: hylo report {}\n", spec.name, runs.size(), failed,
              sweep_dir.string());

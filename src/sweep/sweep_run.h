@@ -1,11 +1,15 @@
 // `hylo sweep FILE` (SPEC §7): plans every point of a sweep file (sweep/sweep.h) before anything
 // runs, then runs them here, one `hylo train` after another (under mpirun when the sweep has
 // `ranks` > 1), or writes a Slurm array job for them. A sweep directory OUT/<name>/ holds
-// sweep.json (points, their overrides, run dirs and status), one run dir per point, and for
-// --slurm points.txt + submit.sbatch.
+// sweep.json (points, their overrides, run dirs and planned steps; for --local what each run did,
+// for --slurm the array task and job), one run dir per point, and for --slurm points.txt +
+// submit.sbatch (sweep/slurm.h). Where a point stands is read from its run directory
+// (sweep/status.h), not from sweep.json.
 #pragma once
 #include <string>
 #include <vector>
+
+#include "sweep/sweep.h"
 
 namespace hylo {
 
@@ -14,7 +18,9 @@ struct SweepRunOptions {
   std::string out = "runs/sweeps";
   std::vector<std::string> set;  // --set: every point, after the file's `set`
   bool slurm = false;            // write the array job instead of running here
-  bool dry_run = false;          // print the plan only
+  bool submit = false;           // --slurm: and sbatch it
+  bool dry_run = false;          // print the plan (and with --slurm the script) only
+  SlurmSettings slurm_flags;     // --partition ...: over the sweep file's `slurm:`
 };
 
 // Returns the process exit code: 1 when a point failed (the others still ran).

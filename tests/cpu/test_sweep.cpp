@@ -381,26 +381,71 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK_FALSE(fs::exists(ws.dir / "dup"));
 }
 
-TEST_CASE("sweep --slurm writes an array job with one task per point and runs nothing") {
+TEST_CASE("sweep --slurm writes an array job of the unfinished points, its resources from the resolved config, and runs nothing") {
   SweepWorkspace ws("slurm");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local: {kind: swa, window: 8}}]\n"
-                                              "grid: {train.lr: [0.001, 0.002, 0.003]}\n");
-  const auto r = ws.succeeds("sweep " + path + " --slurm --out out");
+                                              "grid: {train.lr: [0.001, 0.002, 0.003]}\n"
+                                              "slurm: {partition: p1, time: \"01:00:00\", mem: 4G}\n");
   const fs::path dir = ws.dir / "out/s";
+  // --dry-run shows the script and writes nothing.
+  const auto dry = ws.succeeds("sweep " + path + " --slurm --dry-run --out out");
+  CHECK(dry.output.find("#SBATCH --array=0-2\n") != std::string::npos);
+  CHECK(dry.output.find("(not written: --dry-run)") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir));
+
+  const auto r = ws.succeeds("sweep " + path + " --slurm --out out --partition p2 --qos high");
   CHECK(r.output.find("sbatch " + fs::canonical(dir).string() + "/submit.sbatch") != std::string::npos);
   const std::string script = read_file(dir / "submit.sbatch").value();
-  CHECK(script.find("#SBATCH --array=0-2\n") != std::string::npos);
-  CHECK(script.find("srun \"$HYLO\" train") != std::string::npos);
+  for (const char* line : {"#SBATCH --array=0-2\n", "#SBATCH --ntasks=1\n", "#SBATCH --cpus-per-task=1\n",
+                           "#SBATCH --mem=4G\n", "#SBATCH --time=01:00:00\n", "#SBATCH --partition=p2\n",
+                           "#SBATCH --qos=high\n", "#SBATCH --requeue\n", "#SBATCH --signal=B:USR1@120\n",
+                           "#SBATCH --open-mode=append\n", "srun --mpi=none --ntasks=1 --cpus-per-task=1 \"$HYLO\" train",
+                           "if [ \"$status\" -eq 75 ]; then", "scontrol requeue \"$SLURM_JOB_ID\""})
+    CHECK_MESSAGE(script.find(line) != std::string::npos, line);
+  CHECK(script.find("gpus") == std::string::npos);  // a CPU config asks for no GPU
+  CHECK(script.find("--account") == std::string::npos);
   CHECK(script.find("SLURM_ARRAY_TASK_ID + 1") != std::string::npos);
   const std::string points = read_file(dir / "points.txt").value();
   CHECK(std::count(points.begin(), points.end(), '\n') == 3);
   CHECK(points.find("--set 'model.local={kind: swa, window: 8}' --set 'train.lr=0.002'") != std::string::npos);
   CHECK(!fs::exists(dir / "00_local-kind-swa-window-8_lr-0.001"));
+  const auto json = nlohmann::json::parse(read_file(dir / "sweep.json").value());
+  CHECK_FALSE(json["points"][0].contains("status"));  // where a point stands is read from its run directory
+  CHECK(json["points"][0]["steps"] == 5);
   // The script's own lines parse as shell, and each points.txt line evals back to its arguments.
   CHECK(test::run_command("bash -n " + (dir / "submit.sbatch").string()).exit_code == 0);
   const auto args = test::run_command("line=$(sed -n 2p " + (dir / "points.txt").string() +
                                       "); eval \"set -- $line\"; echo $#; echo \"$3\"");
   CHECK(args.output == "5\nmodel.local={kind: swa, window: 8}\n");
+
+  // Point 1 run to the end (as its task would): regenerated, the array leaves it out.
+  const auto one = test::run_command("cd " + ws.dir.string() + " && line=$(sed -n 2p out/s/points.txt); eval \"set -- "
+                                     "$line\"; run_dir=$1; shift; " + ws.hylo + " train " + (ws.dir / "tiny.yaml").string() +
+                                     " --run-dir \"$run_dir\" \"$@\"");
+  REQUIRE_MESSAGE(one.exit_code == 0, one.output);
+  const auto status = ws.succeeds("sweep status out/s");
+  CHECK_MESSAGE(status.output.find("3 points: 1 finished, 2 pending") != std::string::npos, status.output);
+  ws.succeeds("sweep " + path + " --slurm --out out");
+  CHECK(read_file(dir / "submit.sbatch").value().find("#SBATCH --array=0,2\n") != std::string::npos);
+
+  // On cuda: a GPU per process, 8 CPUs each by default; --cpus-per-task and --signal-seconds override.
+  const auto cuda = ws.succeeds("sweep " + path + " --slurm --dry-run --out out2 --set device=cuda --signal-seconds 300");
+  CHECK(cuda.output.find("#SBATCH --gpus-per-task=1\n#SBATCH --mem=4G") != std::string::npos);
+  CHECK(cuda.output.find("#SBATCH --cpus-per-task=8\n") != std::string::npos);
+  CHECK(cuda.output.find("#SBATCH --signal=B:USR1@300\n") != std::string::npos);
+
+  // Bad input: one line each, nothing written.
+  const auto spaced = ws.run("sweep " + path + " --slurm --out out3 --mem '4 G'");
+  CHECK(spaced.exit_code != 0);
+  CHECK(spaced.output.find("--mem '4 G' is not one word") != std::string::npos);
+  const auto unknown = ws.run("sweep " + ws.sweep("u.yaml", "grid: {train.lr: [0.001]}\nslurm: {partion: x}\n") +
+                              " --slurm --out out3");
+  CHECK(unknown.output.find("slurm: unknown key 'partion' (did you mean 'partition'?)") != std::string::npos);
+  const auto no_slurm = ws.run("sweep " + path + " --submit --out out3");
+  CHECK(no_slurm.exit_code != 0);
+  CHECK_FALSE(fs::exists(ws.dir / "out3"));
+  const auto no_dir = ws.run("sweep status out/nope");
+  CHECK(no_dir.output.find("sweep status: out/nope has no sweep.json") != std::string::npos);
 }
 
 TEST_CASE("the sweep files under experiments/ expand, and every point's config loads") {
