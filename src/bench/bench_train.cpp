@@ -1,6 +1,7 @@
 // `hylo bench train CONFIG [--steps N] [--warmup N] [--set k=v]... [--json PATH]
-// [--expert-gemm grouped|loop]`: times whole training steps (forward, backward, grad norm, AdamW)
-// on synthetic tokens, so it needs no corpus. Reports the median step time, tokens/s, MFU and peak
+// [--expert-gemm grouped|loop]`: times whole training steps, the trainer's own (train/step.h:
+// forward, backward, gradient sum, grad norm, clipping, AdamW), on one process and synthetic
+// tokens, so it needs no corpus. Reports the median step time, tokens/s, MFU and peak
 // device memory. --expert-gemm picks how CUDA MoE layers issue their expert products
 // (kernels/moe/grouped_gemm.h), to compare the two in whole steps.
 //
@@ -17,12 +18,11 @@
 #include "bench/bench_table.h"
 #include "core/rng.h"
 #include "data/tokenizer.h"
-#include "nn/transformer.h"
-#include "ops/ops.h"
 #include "config/config.h"
 #include "nn/flops.h"
-#include "optim/optimizer.h"
-#include "train/step_batch.h"
+#include "parallel/layout.h"
+#include "parallel/single_process.h"
+#include "train/step.h"
 
 #if HYLO_WITH_CUDA
 #include "core/cuda/allocator.h"
@@ -49,13 +49,14 @@ int run_bench_train(const TrainBenchOptions& o) {
   HYLO_CHECK(expert_gemm.empty() || device == Device::cuda,
              "bench train: --expert-gemm chooses the CUDA MoE path; {} runs on {}", config_path, device_name(device));
   const TrainConfig& t = config.train;
-  const int B = t.micro_batch(), T = t.seq_len;
-  const int accumulation = t.batch_size / B;  // one process (the trainer divides by its ranks too)
 
-  Transformer model(config.model, t.seed);
-  model.set_recompute(t.recompute);
-  AdamW optimizer(model.parameters(), AdamWOptions{t.beta1, t.beta2, t.eps, t.weight_decay}, device);
+  // The trainer's own step on a job of one: its layout, split, model and updates.
+  dist::SingleProcess one;
+  const ParallelLayout layout(one, t.expert_parallel, config_path);
+  const BatchSplit split = split_batch(t, layout.dp(), config_path);
   const int vocab_valid = std::min(config.model.vocab_size, data::kR50kTokens);  // the rest is padding
+  TrainStep train_step(config, device, layout, split, vocab_valid);
+  const int B = split.micro_batch, T = t.seq_len;
   Rng rng{t.seed, 99, 0};
   std::vector<int32_t> tokens(size_t(B) * (T + 1));
   for (auto& x : tokens) x = int32_t(rng.below(uint64_t(vocab_valid)));
@@ -68,14 +69,7 @@ int run_bench_train(const TrainBenchOptions& o) {
     if (s == warmup && device == Device::cuda) cuda::profile_reset();
 #endif
     auto t0 = std::chrono::steady_clock::now();
-    optimizer.zero_grad();
-    for (int micro = 0; micro < accumulation; ++micro) {
-      Var l = model.loss(batch.inputs_BT, batch.targets_N, vocab_valid);
-      loss = l.value().to(DType::f32).to_vector<float>()[0];
-      scale(l, 1.0 / accumulation).backward();
-    }
-    const double norm = optimizer.grad_norm();  // reads back: the step's work is done after this
-    optimizer.step(t.lr, clip_scale(norm, t.grad_clip));
+    loss = train_step.run(s + 1, t.lr, [&] { return batch; }).loss;  // its grad norm reads back
 #if HYLO_WITH_CUDA
     if (device == Device::cuda) cuda::synchronize();  // AdamW too: the clock covers the whole step
 #endif

@@ -81,61 +81,18 @@ Var MoeFeedForward::forward(const Var& x_ND, Var* aux_loss) const {
 }
 
 Var MoeFeedForward::experts(const Var& xs_AD, const MoePlan& plan) const {
-  return ep_ ? remote_experts(xs_AD, plan) : local_experts(xs_AD, plan);
+  if (!exchange_) return local_experts(xs_AD, plan);
+  return exchange_->run(xs_AD, plan, [this](const Var& rows, const MoePlan& local) { return local_experts(rows, local); });
 }
 
 Var MoeFeedForward::local_experts(const Var& xs_AD, const MoePlan& plan) const {
   return moe_grouped_linear(swiglu(moe_grouped_linear(xs_AD, w_in_E2FD, plan)), w_out_EDF, plan);
 }
 
-namespace {
-
-// Rows to the ranks of `comm` (send[q] to rank q, in order) and the rows they send back; the
-// backward returns the gradients the reverse way.
-Var exchange_rows(const Var& rows, const std::vector<int64_t>& send, const std::vector<int64_t>& recv,
-                  dist::Communicator& comm) {
-  Tensor received = comm.all_to_all(rows.value(), send, recv);
-  return Var::from_op(received, {rows}, [send, recv, &comm](const Tensor& grad, std::vector<Var>& in) {
-    in[0].accumulate_grad(comm.all_to_all(grad.contiguous(), recv, send));
-  });
-}
-
-}  // namespace
-
-// The plan's rows are grouped by expert, so rank q's experts [q L, (q + 1) L) are one run of rows:
-// each run goes to its rank, which gets the rows of its L experts from every rank (rank-major,
-// by expert within a rank), regroups them by expert with a plan of its own, runs its experts,
-// undoes the regrouping (a combine with weight 1, exact) and sends the outputs back.
-Var MoeFeedForward::remote_experts(const Var& xs_AD, const MoePlan& plan) const {
-  const int P = ep_->size(), L = experts_ / P;
-  const int32_t* kept = plan.kept_E.data<int32_t>();  // host: rows per expert, all E
-  std::vector<int64_t> send(size_t(P), 0), counts(kept, kept + experts_);
-  for (int e = 0; e < experts_; ++e) send[size_t(e / L)] += kept[e];
-  const std::vector<int64_t> incoming = ep_->all_to_all(counts);  // per rank q: its rows for my L experts
-  std::vector<int64_t> recv(size_t(P), 0);
-  std::vector<int32_t> local_expert;  // of each received row
-  for (int q = 0; q < P; ++q)
-    for (int e = 0; e < L; ++e) {
-      const int64_t n = incoming[size_t(q * L + e)];
-      recv[size_t(q)] += n;
-      local_expert.insert(local_expert.end(), size_t(n), int32_t(e));
-    }
-  const int64_t R = int64_t(local_expert.size());
-  const Device device = xs_AD.value().device();
-  Var xr_RD = exchange_rows(xs_AD, send, recv, *ep_);
-  if (R == 0) return exchange_rows(xr_RD, recv, send, *ep_);  // no rows for these experts: (0, D) back
-  const MoePlan local = moe_plan(Tensor::from_vector(local_expert, {R, 1}).to(device), L, /*capacity=*/0);
-  const DType weight_dtype = device == Device::cuda ? DType::f32 : xr_RD.value().dtype();
-  Var ones_R1(Tensor::empty({R, 1}, weight_dtype, device, "expert exchange weights"));
-  ones_R1.mutable_value().fill_(1.0);
-  Var yr_RD = moe_combine(local_experts(moe_permute(xr_RD, local), local), ones_R1, local);
-  return exchange_rows(yr_RD, recv, send, *ep_);
-}
-
-void MoeFeedForward::shard_experts(ParamList& params, dist::Communicator& ep_group) {
-  const int P = ep_group.size();
+void MoeFeedForward::shard_experts(ParamList& params, const ExpertExchange& exchange) {
+  const int P = exchange.ranks();
   HYLO_CHECK(experts_ % P == 0, "moe: {} experts do not split over {} expert-parallel ranks", experts_, P);
-  const int L = experts_ / P, first = ep_group.rank() * L;
+  const int L = experts_ / P, first = exchange.rank() * L;
   for (Var* w : {&w_in_E2FD, &w_out_EDF}) {
     const Tensor rows = w->value().slice(0, first, first + L);
     Tensor mine = Tensor::empty(rows.shape(), rows.dtype(), rows.device(), "expert shard");
@@ -144,7 +101,7 @@ void MoeFeedForward::shard_experts(ParamList& params, dist::Communicator& ep_gro
     for (Parameter& p : params)
       if (p.name == w->name()) p.expert_shard = true;
   }
-  ep_ = &ep_group;
+  exchange_ = &exchange;
 }
 
 const MoeLayerStats& MoeFeedForward::stats() const {

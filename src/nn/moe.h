@@ -15,11 +15,11 @@
 //
 // Legend: N tokens, D d_model, E experts, K top_k, F expert hidden, A kept assignments.
 #pragma once
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "parallel/communicator.h"
 #include "nn/model_config.h"
 #include "nn/parameter.h"
 #include "ops/moe.h"
@@ -44,6 +44,22 @@ struct NamedBufferRef {
   Tensor& value;
 };
 
+// Expert parallelism's transport (SPEC §6), given to the layers by the parallelize step
+// (parallel/expert_dispatch.h), so that the model holds no communicator: the experts are shared
+// out over ranks() ranks, this one holding experts [rank() L, (rank() + 1) L), L = E / ranks().
+class ExpertExchange {
+ public:
+  // This rank's L experts on rows grouped by a plan over them.
+  using LocalExperts = std::function<Var(const Var& xs_AD, const MoePlan& plan)>;
+  virtual ~ExpertExchange() = default;
+  virtual int rank() const = 0;
+  virtual int ranks() const = 0;
+  // The experts' outputs (A, D) for the permuted rows xs_AD of `plan` (grouped by expert, over all
+  // E): each expert's rows travel to the rank that holds it, `local` runs them there, and the
+  // outputs come back in the rows' order. Differentiable; every rank of the group calls it in step.
+  virtual Var run(const Var& xs_AD, const MoePlan& plan, const LocalExperts& local) const = 0;
+};
+
 class MoeFeedForward {
  public:
   // Registers blocks.<layer>.moe.{router, w_in, w_out[, shared.w_in, shared.w_out]} in `params`.
@@ -66,11 +82,10 @@ class MoeFeedForward {
   std::span<int64_t> load_tally() { return load_tally_E_; }
 
   // Expert parallelism (SPEC §6): keep only this rank's experts, rows [r L, (r + 1) L) of w_in and
-  // w_out for rank r of `ep_group` (L = experts / its size), and send each token's rows to the rank
-  // of its expert and back around them (ep_group must outlive the layer). Call before an optimizer
-  // takes the parameters.
-  void shard_experts(ParamList& params, dist::Communicator& ep_group);
-  bool expert_parallel() const { return ep_ != nullptr; }
+  // w_out for r = exchange.rank() (L = experts / exchange.ranks()), and run the experts through
+  // `exchange` (which must outlive the layer). Call before an optimizer takes the parameters.
+  void shard_experts(ParamList& params, const ExpertExchange& exchange);
+  bool expert_parallel() const { return exchange_ != nullptr; }
 
  private:
   int experts_ = 0, top_k_ = 0;
@@ -85,8 +100,7 @@ class MoeFeedForward {
   // The experts' SwiGLU on the permuted rows (A, D) of `plan`: here, or on the experts' ranks.
   Var experts(const Var& xs_AD, const MoePlan& plan) const;
   Var local_experts(const Var& xs_AD, const MoePlan& plan) const;  // this rank's weights
-  Var remote_experts(const Var& xs_AD, const MoePlan& plan) const;
-  dist::Communicator* ep_ = nullptr;  // expert parallelism's group, or none
+  const ExpertExchange* exchange_ = nullptr;  // expert parallelism's, or none
   // Observation and caches, not model state: forward() is const for callers (evaluation takes a
   // const model).
   mutable MoeLayerStats stats_;

@@ -154,9 +154,9 @@ std::vector<std::span<int64_t>> Transformer::router_load_tallies() {
   return tallies;
 }
 
-void Transformer::shard_experts(dist::Communicator& ep_group) {
+void Transformer::shard_experts(const ExpertExchange& exchange) {
   for (Block& b : blocks_)
-    if (b.moe) b.moe->shard_experts(params_, ep_group);
+    if (b.moe) b.moe->shard_experts(params_, exchange);
 }
 
 bool Transformer::expert_parallel() const {

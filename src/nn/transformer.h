@@ -62,10 +62,10 @@ class Transformer {
   void discard_router_load();
   // Each MoE layer's load tally (MoeFeedForward::load_tally), in layer order.
   std::vector<std::span<int64_t>> router_load_tallies();
-  // Expert parallelism: every MoE layer keeps this rank's experts of `ep_group` and exchanges tokens
-  // with its other ranks (MoeFeedForward::shard_experts). Every rank of the group must then run the
-  // same number of forward passes, in step.
-  void shard_experts(dist::Communicator& ep_group);
+  // Expert parallelism: every MoE layer keeps this rank's experts and runs them through `exchange`
+  // (MoeFeedForward::shard_experts; parallel/expert_dispatch.h makes it). Every rank of the group
+  // must then run the same number of forward passes, in step.
+  void shard_experts(const ExpertExchange& exchange);
   bool expert_parallel() const;
 
   // The pieces forward() is made of, public so that incremental decoding (nn/generate.h) runs

@@ -20,11 +20,10 @@ std::vector<std::vector<size_t>> gradient_buckets(const ParamList& params, size_
   return buckets;
 }
 
-GradientSync::GradientSync(ParamList& params, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
-                           dist::Communicator* expert_replicas, const ZeroLayout* zero)
+GradientSync::GradientSync(ParamList& params, const ParallelLayout& layout, std::vector<std::vector<size_t>> buckets,
+                           const ZeroLayout* zero)
     : params_(params),
-      comm_(comm),
-      expert_replicas_(expert_replicas),
+      layout_(layout),
       buckets_(std::move(buckets)),
       zero_(zero),
       bucket_of_(params.size()),
@@ -70,8 +69,8 @@ void GradientSync::start_ready_buckets() {
       for (size_t i : buckets_[next_bucket_])
         if (params_[i].expert_shard == experts) grads.push_back(params_[i].var.grad());
       if (grads.empty()) continue;
-      HYLO_CHECK(!experts || expert_replicas_, "data parallel: expert shards without their replicas' communicator");
-      dist::Communicator& comm = experts ? *expert_replicas_ : comm_;
+      HYLO_CHECK(!experts || layout_.expert_replicas(), "data parallel: expert shards without their replicas' communicator");
+      dist::Communicator& comm = layout_.of(experts);
       if (!experts || comm.size() > 1) comm.start_sum(std::move(grads));
     }
   }
@@ -101,8 +100,8 @@ void GradientSync::finish() {
     --waiting_[bucket_of_[i]];
   }
   start_ready_buckets();
-  comm_.wait();
-  if (expert_replicas_) expert_replicas_->wait();
+  layout_.world().wait();
+  if (layout_.expert_replicas()) layout_.expert_replicas()->wait();
   armed_ = false;
 }
 

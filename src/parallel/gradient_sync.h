@@ -6,8 +6,8 @@
 #pragma once
 #include <vector>
 
-#include "parallel/communicator.h"
 #include "nn/parameter.h"
+#include "parallel/layout.h"
 
 namespace hylo {
 
@@ -19,14 +19,15 @@ std::vector<std::vector<size_t>> gradient_buckets(const ParamList& params, size_
 
 class GradientSync {
  public:
-  // Sums `buckets` (gradient_buckets) over `comm`. `expert_replicas`: under expert parallelism the
-  // expert shards' sums run over the ranks that hold the same experts instead (a group of one sums
-  // nothing). `zero`: under ZeRO-1 each bucket's flat vectors of gradients are reduce-scattered in
-  // place, and each rank receives the sums of the elements it owns only (train/zero.h; the same
-  // buckets; its zero_grads() before each step). Installs the
-  // grad-ready hooks: the object must outlive every backward of `params`, and not move.
-  GradientSync(ParamList& params, dist::Communicator& comm, std::vector<std::vector<size_t>> buckets,
-               dist::Communicator* expert_replicas = nullptr, const ZeroLayout* zero = nullptr);
+  // Sums `buckets` (gradient_buckets) over the ranks of `layout`: the replicated parameters' over
+  // every rank, under expert parallelism the expert shards' over the ranks that hold the same
+  // experts (a group of one sums nothing). `zero`: under ZeRO-1 each bucket's flat vectors of
+  // gradients are reduce-scattered in place, and each rank receives the sums of the elements it
+  // owns only (parallel/zero.h; the same buckets; its zero_grads() before each step). Installs the
+  // grad-ready hooks: the object must outlive every backward of `params`, and not move; `layout`
+  // must outlive it.
+  GradientSync(ParamList& params, const ParallelLayout& layout, std::vector<std::vector<size_t>> buckets,
+               const ZeroLayout* zero = nullptr);
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
 
@@ -43,8 +44,7 @@ class GradientSync {
   void start_flats(size_t bucket);
 
   ParamList& params_;
-  dist::Communicator& comm_;
-  dist::Communicator* expert_replicas_;
+  const ParallelLayout& layout_;
   std::vector<std::vector<size_t>> buckets_;  // parameter indices
   const ZeroLayout* zero_;
   std::vector<size_t> bucket_of_;             // per parameter

@@ -15,8 +15,8 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 }  // namespace
 
 ZeroLayout::ZeroLayout(const ParamList& params, const std::vector<std::vector<size_t>>& buckets,
-                       const ParallelGroups& groups)
-    : groups_(groups), flats_(buckets.size()), owned_(params.size()) {
+                       const ParallelLayout& layout)
+    : layout_(layout), flats_(buckets.size()), owned_(params.size()) {
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (const bool experts : {false, true}) {
       Flat f;
@@ -28,8 +28,8 @@ ZeroLayout::ZeroLayout(const ParamList& params, const std::vector<std::vector<si
         f.length = round_up(f.length + params[i].var.value().numel(), kAlign);
       }
       if (f.params.empty()) continue;
-      HYLO_CHECK(!experts || groups.expert_replicas, "ZeRO-1: expert shards without their replicas' communicator");
-      f.length = round_up(f.length, groups.of(experts).size() * kAlign);
+      HYLO_CHECK(!experts || layout.expert_replicas(), "ZeRO-1: expert shards without their replicas' communicator");
+      f.length = round_up(f.length, layout.of(experts).size() * kAlign);
       flats_[b].push_back(std::move(f));
     }
   }
@@ -122,9 +122,9 @@ const Tensor& ZeroLayout::flat_grads(size_t bucket, size_t k, const ParamList& p
 }
 
 OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,
-                                        const ParallelGroups& groups) {
+                                        const ParallelLayout& layout) {
   OptimizerState state;
-  const bool leader = groups.all.rank() == 0;
+  const bool leader = layout.leader();
   if (leader) {
     state.masters.resize(params.size());
     state.m.resize(params.size());
@@ -132,11 +132,11 @@ OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList&
   }
   // Only the expert group that holds rank 0 gathers its experts: the others' would be dropped.
   int64_t holds_rank0 = leader;
-  if (groups.expert_group) groups.expert_group->sum(std::span<int64_t>(&holds_rank0, 1));
+  if (layout.expert_group()) layout.expert_group()->sum(std::span<int64_t>(&holds_rank0, 1));
   // Parameter i's whole master and moments (on the job's device, this rank's expert rows) to rank 0.
   auto keep = [&](size_t i, std::array<Tensor, 3> whole) {
     if (params[i].expert_shard && holds_rank0)
-      for (Tensor& t : whole) t = gather_expert_rows(t, *groups.expert_group);
+      for (Tensor& t : whole) t = gather_expert_rows(t, *layout.expert_group());
     if (!leader) return;
     state.masters[i] = whole[0].to(Device::cpu);
     state.m[i] = whole[1].to(Device::cpu);

@@ -1,5 +1,5 @@
 // ZeRO-1 (SPEC §6; train.zero1): the optimizer state sharded over the data-parallel ranks, as
-// Megatron's distributed optimizer shards it. Each gradient bucket (train/gradient_sync.h) is laid
+// Megatron's distributed optimizer shards it. Each gradient bucket (parallel/gradient_sync.h) is laid
 // out as one flat vector per class of parameters: the replicated ones, over every rank, and under
 // expert parallelism the expert shards, over the ranks that hold the same experts. Rank r of a
 // class's ranks owns the r-th of the vector's equal parts, whichever parameters it cuts through.
@@ -13,19 +13,11 @@
 #include <functional>
 #include <vector>
 
-#include "parallel/communicator.h"
 #include "nn/parameter.h"
 #include "optim/optimizer.h"
+#include "parallel/layout.h"
 
 namespace hylo {
-
-// The ranks of each class: `all`, or for an expert shard `expert_replicas`.
-struct ParallelGroups {
-  dist::Communicator& all;
-  dist::Communicator* expert_replicas = nullptr;  // expert parallelism's, or none
-  dist::Communicator* expert_group = nullptr;     // the ranks that share out the experts, or none
-  dist::Communicator& of(bool experts) const { return experts ? *expert_replicas : all; }
-};
 
 class ZeroLayout {
  public:
@@ -41,15 +33,16 @@ class ZeroLayout {
     int64_t length = 0;           // a multiple of (ranks of the class) x kAlign
   };
 
-  // `buckets`: parameter indices, as GradientSync sums them.
-  ZeroLayout(const ParamList& params, const std::vector<std::vector<size_t>>& buckets, const ParallelGroups& groups);
+  // `buckets`: parameter indices, as GradientSync sums them. A class's ranks are layout.of(class);
+  // `layout` must outlive this.
+  ZeroLayout(const ParamList& params, const std::vector<std::vector<size_t>>& buckets, const ParallelLayout& layout);
 
   // Per parameter: the elements this rank updates (for the optimizer).
   const std::vector<ElementRange>& owned() const { return owned_; }
   // Bucket b's flat vectors, the replicated class first (a class the bucket lacks has none).
   const std::vector<Flat>& flats(size_t bucket) const { return flats_[bucket]; }
   size_t buckets() const { return flats_.size(); }
-  dist::Communicator& comm(const Flat& f) const { return groups_.of(f.experts); }
+  dist::Communicator& comm(const Flat& f) const { return layout_.of(f.experts); }
 
   // A new flat vector of `f` holding `whole(param)` (a tensor of the parameter's shape) of each of
   // its parameters, zeros between them.
@@ -82,7 +75,7 @@ class ZeroLayout {
   int64_t part_begin(const Flat& f) const { return comm(f).rank() * part_size(f); }
 
  private:
-  ParallelGroups groups_;
+  const ParallelLayout& layout_;
   std::vector<std::vector<Flat>> flats_;  // per bucket
   std::vector<ElementRange> owned_;
   // The flat vectors the parameters' values (bind_values) and gradients (zero_grads) view, per
@@ -93,11 +86,11 @@ class ZeroLayout {
 // Every parameter's fp32 master and moments as CPU tensors of its shape on rank 0 (other ranks get
 // empty vectors): what a checkpoint saves. Under ZeRO-1 (`zero` given) each is gathered from its
 // owners; without, rank 0 holds them all. Expert shards come whole: rank 0's expert group gathers
-// its ranks' rows (train/expert_parallel.h). Every rank must call this.
+// its ranks' rows (parallel/expert_parallel.h). Every rank must call this.
 struct OptimizerState {
   std::vector<Tensor> masters, m, v;
 };
 OptimizerState optimizer_state_on_rank0(const AdamW& optimizer, const ParamList& params, const ZeroLayout* zero,
-                                        const ParallelGroups& groups);
+                                        const ParallelLayout& layout);
 
 }  // namespace hylo

@@ -1,4 +1,4 @@
-// ZeRO-1's flat layout (train/zero.h): over any number of ranks every element of every parameter
+// ZeRO-1's flat layout (parallel/zero.h): over any number of ranks every element of every parameter
 // has exactly one owner, the parts are equal and aligned, the flat vectors round-trip, and the
 // gradients are views of them that backward accumulates into; and the per-rank memory that
 // `hylo params --ranks N` reports.
@@ -13,6 +13,7 @@
 #include "config/config.h"
 #include "nn/flops.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/layout.h"
 #include "parallel/zero.h"
 
 using namespace hylo;
@@ -38,15 +39,25 @@ class PretendRanks final : public dist::Communicator {
   std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
 };
 
-// Checks that ranks 0..ranks-1 (expert shards over `expert_ranks` of them) own every element once.
-void check_every_element_owned_once(const ParamList& params, size_t bucket_bytes, int ranks, int expert_ranks) {
+// Rank r of `ranks` in a layout of expert-parallel degree `ep`, as ParallelLayout splits them:
+// expert group r / ep (rank r % ep in it), expert replicas r % ep (rank r / ep in them).
+std::unique_ptr<ParallelLayout> pretend_layout(dist::Communicator& all, int ep) {
+  const int r = all.rank(), ranks = all.size();
+  if (ep == 1) return std::make_unique<ParallelLayout>(all, 1, "test");
+  return std::make_unique<ParallelLayout>(all, std::make_unique<PretendRanks>(r % ep, ep),
+                                          std::make_unique<PretendRanks>(r / ep, ranks / ep));
+}
+
+// Checks that ranks 0..ranks-1 (expert shards over expert groups of `ep`) own every element once.
+void check_every_element_owned_once(const ParamList& params, size_t bucket_bytes, int ranks, int ep) {
   const std::vector<std::vector<size_t>> buckets = gradient_buckets(params, bucket_bytes);
   std::vector<std::vector<int>> owners(params.size());
   for (size_t i = 0; i < params.size(); ++i) owners[i].assign(size_t(params[i].var.value().numel()), 0);
   std::vector<int64_t> owned_per_rank(size_t(ranks), 0);
   for (int r = 0; r < ranks; ++r) {
-    PretendRanks all(r, ranks), experts(r % expert_ranks, expert_ranks);
-    const ZeroLayout layout(params, buckets, {all, &experts, nullptr});
+    PretendRanks all(r, ranks);
+    const std::unique_ptr<ParallelLayout> parallel = pretend_layout(all, ep);
+    const ZeroLayout layout(params, buckets, *parallel);
     for (size_t b = 0; b < layout.buckets(); ++b)
       for (const ZeroLayout::Flat& f : layout.flats(b)) {
         CHECK(f.length % (layout.comm(f).size() * ZeroLayout::kAlign) == 0);
@@ -57,9 +68,9 @@ void check_every_element_owned_once(const ParamList& params, size_t bucket_bytes
       if (e.size() == 0) continue;
       CHECK(e.begin % ZeroLayout::kAlign == 0);
       owned_per_rank[size_t(r)] += e.size();
-      // An expert shard is owned once among the ranks that hold the same experts (r % expert_ranks
-      // here): count the ranks of one such set, those below expert_ranks.
-      if (!params[i].expert_shard || r < expert_ranks)
+      // An expert shard is owned once among the ranks that hold the same experts (equal r % ep):
+      // count the ranks of one such set, those of r % ep == 0.
+      if (!params[i].expert_shard || r % ep == 0)
         for (int64_t j = e.begin; j < e.end; ++j) ++owners[i][size_t(j)];
     }
   }
@@ -90,7 +101,8 @@ TEST_CASE("ZeRO-1 flat layout: every element has one owner, parts equal and alig
   // One bucket over 3 ranks: some parameter is split between two ranks.
   PretendRanks rank0(0, 3);
   const ParamList& params = model.parameters();
-  const ZeroLayout layout(params, gradient_buckets(params), {rank0});
+  const ParallelLayout three(rank0, 1, "test");
+  const ZeroLayout layout(params, gradient_buckets(params), three);
   bool split = false;
   for (size_t i = 0; i < params.size(); ++i) {
     const ElementRange e = layout.owned()[i];
@@ -114,7 +126,8 @@ TEST_CASE("ZeRO-1 flat vectors: pack, gather and view give back each parameter's
   Transformer model(c, 3);
   const ParamList& params = model.parameters();
   dist::SingleProcess one;
-  const ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), {one});
+  const ParallelLayout alone(one, 1, "test");
+  const ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), alone);
   for (size_t b = 0; b < layout.buckets(); ++b)
     for (const ZeroLayout::Flat& f : layout.flats(b)) {
       const Tensor flat = layout.pack(f, [&](size_t i) { return params[i].var.value(); }, DType::f32, Device::cpu);
@@ -135,7 +148,8 @@ TEST_CASE("ZeRO-1 gradients: zero views of the flat vectors that backward adds i
   Transformer model(c, 3), plain(c, 3);
   ParamList& params = model.parameters();
   dist::SingleProcess one;
-  ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), {one});
+  const ParallelLayout alone(one, 1, "test");
+  ZeroLayout layout(params, gradient_buckets(params, size_t(1) << 12), alone);
   std::vector<int32_t> ids(18), next(18);
   for (size_t t = 0; t < ids.size(); ++t) {
     ids[t] = int32_t(7 * t % 64);
@@ -175,7 +189,8 @@ TEST_CASE("training state per rank: what `hylo params --ranks` says a ZeRO-1 ran
   for (int r = 0; r < 4; ++r) {
     CAPTURE(r);
     PretendRanks all(r, 4);
-    const ZeroLayout layout(params, gradient_buckets(params), {all});
+    const ParallelLayout four(all, 1, "test");
+    const ZeroLayout layout(params, gradient_buckets(params), four);
     int64_t owned = 0, padding = 0;
     for (const ElementRange& e : layout.owned()) owned += e.size();
     for (size_t b = 0; b < layout.buckets(); ++b)

@@ -22,6 +22,7 @@
 #include "nn/moe.h"
 #include "ops/moe.h"
 #include "ops/ops.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/expert_parallel.h"
 
 using namespace hylo;
@@ -336,7 +337,8 @@ void check_expert_parallel_layer(dist::Communicator& group) {
   const ModelConfig config = layer_config(8, 2, "softmax", 0.0);
   ParamList plain_params, ep_params;
   MoeFeedForward plain(plain_params, 0, config, 7), ep(ep_params, 0, config, 7);
-  ep.shard_experts(ep_params, group);
+  const ExpertDispatch dispatch(group);
+  ep.shard_experts(ep_params, dispatch);
   for (ParamList* params : {&plain_params, &ep_params})
     for (Parameter& p : *params) p.var.mutable_value() = p.var.value().to(DType::bf16).to(Device::cuda);
   const int N = 512, D = config.d_model;

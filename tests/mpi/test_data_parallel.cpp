@@ -18,6 +18,7 @@
 #include "nn/transformer.h"
 #include "ops/ops.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/layout.h"
 #include "parallel/zero.h"
 
 using namespace hylo;
@@ -102,7 +103,8 @@ TEST_SUITE("ranks") {
       // (their parameters become final inside a nested backward).
       Transformer dp(small_model(moe), 5);
       dp.set_recompute(true);
-      GradientSync sync(dp.parameters(), *comm, gradient_buckets(dp.parameters(), 4096));
+      const ParallelLayout layout(*comm, 1, "test");
+      GradientSync sync(dp.parameters(), layout, gradient_buckets(dp.parameters(), 4096));
       accumulate_rank_step(dp, comm->rank(), 2, &sync);
       // The same arithmetic in this process: each rank's step on its own copy, then their sum.
       Transformer rank0(small_model(moe), 5), rank1(small_model(moe), 5);
@@ -139,8 +141,9 @@ TEST_SUITE("ranks") {
     REQUIRE(comm->size() == 2);
     Transformer dp(small_model(true), 5);
     const std::vector<std::vector<size_t>> buckets = gradient_buckets(dp.parameters(), 4096);
-    ZeroLayout zero(dp.parameters(), buckets, {*comm});
-    GradientSync sync(dp.parameters(), *comm, buckets, nullptr, &zero);
+    const ParallelLayout layout(*comm, 1, "test");
+    ZeroLayout zero(dp.parameters(), buckets, layout);
+    GradientSync sync(dp.parameters(), layout, buckets, &zero);
     zero.zero_grads(dp.parameters());
     accumulate_rank_step(dp, comm->rank(), 2, &sync);
     Transformer rank0(small_model(true), 5), rank1(small_model(true), 5);

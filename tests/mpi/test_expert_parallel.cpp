@@ -19,9 +19,11 @@
 #include "parallel/communicator.h"
 #include "nn/transformer.h"
 #include "ops/ops.h"
+#include "parallel/expert_dispatch.h"
 #include "parallel/expert_parallel.h"
 #include "nn/flops.h"
 #include "parallel/gradient_sync.h"
+#include "parallel/layout.h"
 
 using namespace hylo;
 
@@ -89,7 +91,11 @@ TEST_SUITE("ranks") {
   TEST_CASE("expert-parallel gradients are one process's over both ranks' batches, also when a rank gets no rows") {
     auto comm = dist::connect(Device::cpu);
     REQUIRE(comm->size() == 2);
-    auto ep_group = comm->split(0, comm->rank()), replicas = comm->split(comm->rank(), 0);
+    const ParallelLayout layout(*comm, 2, "test");  // one expert group of both ranks, replicas of one
+    REQUIRE(layout.ep() == 2);
+    CHECK(layout.expert_group()->rank() == comm->rank());
+    CHECK(layout.expert_replicas()->size() == 1);
+    CHECK(layout.str() == "dp=2,ep=2");
     // Router biases that send every token to experts 0 and 1 (rank 0's): rank 1 receives nothing.
     for (const std::vector<float>& bias : {std::vector<float>(4, 0.f), std::vector<float>{10, 10, -10, -10}}) {
       const bool starved = bias[0] != 0;
@@ -97,8 +103,10 @@ TEST_SUITE("ranks") {
       Transformer ep(moe_model(), 5), whole(moe_model(), 5);  // whole: every expert, both ranks' batches
       for (Transformer* model : {&ep, &whole})
         for (const NamedBufferRef& b : model->buffers()) std::copy(bias.begin(), bias.end(), b.value.data<float>());
-      ep.shard_experts(*ep_group);
-      GradientSync sync(ep.parameters(), *comm, gradient_buckets(ep.parameters(), 4096), replicas.get());
+      const std::unique_ptr<ExpertDispatch> dispatch = parallelize_experts(ep, layout);
+      REQUIRE(dispatch);
+      CHECK(ep.expert_parallel());
+      GradientSync sync(ep.parameters(), layout, gradient_buckets(ep.parameters(), 4096));
       rank_step(ep, comm->rank(), &sync);
       rank_step(whole, 0, nullptr);
       rank_step(whole, 1, nullptr);
