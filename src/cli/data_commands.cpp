@@ -73,8 +73,11 @@ int run_prepare(const PrepareFlags& flags) {
     text_bytes += s.text_bytes;
   }
   if (summary.token_range_split)
-    fmt::print("validation: the last {} of the tokens (too few documents for a split by documents)\n",
-               options.val_fraction);
+    fmt::print("validation: the last {} tokens (too few documents for a split by documents)\n",
+               human_count(summary.tokens[1]));
+  if (summary.tokens[1] < 4097)
+    fmt::print("note: validation holds {} tokens; a run with train.seq_len >= that is refused at launch (raise "
+               "--val-fraction)\n", human_count(summary.tokens[1]));
   fmt::print("wrote {} shards ({} train + {} val tokens) and manifest.json to {} in {:.1f} s ({:.1f} MB/s of text)\n",
              summary.shards.size(), human_count(summary.tokens[0]), human_count(summary.tokens[1]), options.out_dir,
              summary.seconds, double(text_bytes) / 1e6 / std::max(summary.seconds, 1e-9));

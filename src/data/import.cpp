@@ -64,7 +64,8 @@ ImportSummary import_tokens(const ImportOptions& o) {
              summary.files[1], paths.size());
   if (writers[1].total == 0) {
     summary.token_range_split = true;
-    rule = fmt::format("token range: the last {} of the training tokens (no file named val)", o.val_fraction);
+    rule = fmt::format("token range: the last {} of {} tokens (val_fraction {}; no file named val)",
+                       token_range_size(writers[0].total, o.val_fraction), writers[0].total, o.val_fraction);
     writers[0].rule = writers[1].rule = rule;
     split_by_token_range(staging.path, writers[0], writers[1], o.val_fraction);
   }

@@ -240,8 +240,10 @@ PrepareSummary prepare_corpus(const CorpusOptions& o) {
   std::string rule_text = rule.describe();
   if (writers[1].total == 0) {
     summary.token_range_split = true;
-    rule_text = fmt::format("token range: the last {} of the tokens ({} document{} by the document rule left "
-                            "validation empty)", o.val_fraction, documents, documents == 1 ? "" : "s");
+    rule_text = fmt::format("token range: the last {} of {} tokens (val_fraction {}; {} document{} by the document "
+                            "rule left validation empty)",
+                            token_range_size(writers[0].total, o.val_fraction), writers[0].total, o.val_fraction,
+                            documents, documents == 1 ? "" : "s");
     writers[0].rule = writers[1].rule = rule_text;
     split_by_token_range(staging.path, writers[0], writers[1], o.val_fraction);
     for (InputSummary& s : summary.inputs) s.documents[1] = s.tokens[1] = 0;

@@ -12,7 +12,8 @@
 //   val_docs N (over the whole corpus, counted first): document i is val when
 //     floor(((i+1)N + s)/n) > floor((iN + s)/n), s in [0, n-N) from the seed: exactly N.
 // When that leaves validation empty (fewer than two documents, or too small a fraction) the last
-// ceil(f x tokens) tokens of the training stream become validation instead (a token range). An
+// ceil(f x tokens) tokens of the training stream (at least 65,537 or a tenth, whichever is fewer:
+// data/shard_output.h) become validation instead (a token range). An
 // empty corpus, an empty training split or an empty validation split is an error here, never at
 // step 50.
 //

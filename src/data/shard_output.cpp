@@ -64,10 +64,16 @@ StagingDir::~StagingDir() {
   fs::remove_all(path, ec);
 }
 
+uint64_t token_range_size(uint64_t tokens, double fraction) {
+  const auto share = uint64_t(std::ceil(fraction * double(tokens)));
+  const uint64_t floor = std::min<uint64_t>(kMinRangeTokens, (tokens + 9) / 10);
+  return std::max<uint64_t>({1, share, floor});
+}
+
 void split_by_token_range(const fs::path& dir, SplitWriter& train, SplitWriter& val, double fraction) {
   const uint64_t total = train.total;
   HYLO_CHECK(total >= 2, "the corpus holds {} token(s): too few for a training and a validation split", total);
-  const auto take = std::max<uint64_t>(1, uint64_t(std::ceil(fraction * double(total))));
+  const uint64_t take = token_range_size(total, fraction);
   const uint64_t cut = total - take;
   std::vector<ShardSummary> old = std::move(train.shards);
   train.shards.clear();

@@ -52,7 +52,13 @@ struct StagingDir {
   ~StagingDir();
 };
 
-// The last ceil(fraction x tokens) tokens of train's shards (all finished) move to val: the shards
+// A token-range validation split of `tokens`: ceil(fraction x tokens), but at least
+// kMinRangeTokens (16 sequences of 4096) or a tenth of the tokens, whichever is fewer, so that a
+// small corpus still gets a validation split long enough to evaluate on.
+inline constexpr uint64_t kMinRangeTokens = 16 * 4096 + 1;
+uint64_t token_range_size(uint64_t tokens, double fraction);
+
+// The last token_range_size(tokens, fraction) tokens of train's shards (all finished) move to val: the shards
 // past the cut become val's, the one holding it is rewritten in two, and the kept ones get train's
 // (new) rule in their metadata. Throws when there are fewer than two tokens.
 void split_by_token_range(const std::filesystem::path& dir, SplitWriter& train, SplitWriter& val, double fraction);

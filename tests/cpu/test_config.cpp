@@ -287,7 +287,7 @@ TEST_CASE("config: to_yaml writes every key and reads back equal") {
   CHECK(to_yaml(Config{}).find("ffn_hidden: 0  # = 704") != std::string::npos);
 }
 
-TEST_CASE("config: data.train and data.val take a path, a glob or a list; data.mix a weighted list") {
+TEST_CASE("config: data.train and data.val take a path, a glob or a list, and data.mix a weighted list") {
   Config c = config_from_yaml_text("data:\n  train: [a_*.bin, b.bin]\n  val: v.bin\n  format: llmc\n", "x");
   CHECK(c.data.train.items == std::vector<std::string>{"a_*.bin", "b.bin"});
   CHECK(c.data.val == "v.bin");

@@ -200,7 +200,7 @@ std::vector<std::string> numbered_shards(const fs::path& dir, const std::string&
 
 }  // namespace
 
-TEST_CASE("loader: a list or a glob of shards reads as one stream; rank slices cover it across files") {
+TEST_CASE("loader: a list or a glob of shards reads as one stream, and rank slices cover it across files") {
   const auto dir = fs::temp_directory_path() / ("hylo_list_" + std::to_string(::getpid()));
   const auto paths = numbered_shards(dir, "train", 12, 5003, 0);
   const uint64_t total = 12 * 5003;
@@ -234,7 +234,7 @@ TEST_CASE("loader: a list or a glob of shards reads as one stream; rank slices c
   fs::remove_all(dir);
 }
 
-TEST_CASE("loader: a two-dataset mixture over 10k sequences is within 1% of its weights; resume is bit-exact") {
+TEST_CASE("loader: a two-dataset mixture over 10k sequences is within 1% of its weights, and resume is bit-exact") {
   const auto dir = fs::temp_directory_path() / ("hylo_mix_" + std::to_string(::getpid()));
   const auto web = numbered_shards(dir, "web", 10, 20011, 0);               // ids below 200110
   const auto books = numbered_shards(dir / "books", "books", 3, 9001, 500000);  // ids from 500000
@@ -279,7 +279,7 @@ TEST_CASE("loader: a two-dataset mixture over 10k sequences is within 1% of its 
   fs::remove_all(dir);
 }
 
-TEST_CASE("loader: a version-1 cursor of the single-shard loader still restores; on a list it is refused clearly") {
+TEST_CASE("loader: a version-1 cursor of the single-shard loader still restores, and on a list it is refused clearly") {
   DataLoader loader(position_shard(), 4, 64, 0, 1, 42, false);
   take(loader, 9);
   auto cursor = loader.cursor();

@@ -275,7 +275,7 @@ TEST_CASE("data prepare: a document longer than a batch part is cut where the id
   CHECK(all == expected);
 }
 
-TEST_CASE("data prepare: one document is split by a token range; an empty split is refused at prepare time") {
+TEST_CASE("data prepare: one document is split by a token range, and an empty split is refused at prepare time") {
   TempDir dir("prepare_range");
   const auto docs = sample_documents(40);
   std::string one;
@@ -306,7 +306,7 @@ TEST_CASE("data prepare: one document is split by a token range; an empty split 
         std::string::npos);
 }
 
-TEST_CASE("data prepare: --val-docs takes exactly that many documents; globs; stale shards are replaced") {
+TEST_CASE("data prepare: --val-docs takes exactly that many documents, globs work, stale shards are replaced") {
   TempDir dir("prepare_valdocs");
   const auto docs = sample_documents(90);
   for (int part = 0; part < 3; ++part)
