@@ -169,8 +169,9 @@ def main():
         if not args.keep:
             shutil.rmtree(os.path.join(args.work, f"out_{w}"), ignore_errors=True)
     if args.json:
-        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip() or "unknown"
+        # The revision the binary was built from (hylo --version), not the tree's HEAD of the moment.
+        version = subprocess.run([args.hylo, "--version"], capture_output=True, text=True).stdout.strip()
+        commit = version.split("git ")[-1].rstrip(")") if "git " in version else "unknown"
         result = {
             "bench": "data_prepare",
             "what": "hylo data prepare of a synthetic jsonl.zst (data/raw documents, shuffled and repeated)",
