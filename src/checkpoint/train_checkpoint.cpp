@@ -69,6 +69,10 @@ std::string restore_data_stream(const CheckpointState& s, const std::string& pat
              s.data_cursor.size());
   const size_t fields = s.data_cursor.size() / ranks;
   const ParallelLayout& layout = state.layout;
+  if (s.data_cursor.empty()) {  // weights without a data position, as `hylo import` writes them
+    state.loader.skip_to(uint64_t(s.step) * uint64_t(state.accumulation));
+    return " (no data cursor, as hylo import writes: the data stream starts at this step's batch)";
+  }
   if (ranks != size_t(layout.world_size())) {
     state.loader.skip_to(uint64_t(s.step) * uint64_t(state.accumulation));
     return fmt::format(" (saved by {} data-parallel ranks, resumed on {}: the data order changes)", ranks,

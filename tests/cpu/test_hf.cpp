@@ -25,6 +25,7 @@
 #include "error_of.h"
 #include "model_checkpoint_fixture.h"
 #include "run_command.h"
+#include "tiny_workspace.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;
@@ -428,7 +429,11 @@ TEST_CASE("hf export: modeling_hylo.py is valid Python (when python3 is here)") 
 TEST_CASE("hylo export --format hf and hylo import on the command line") {
   const Scratch s("hylo_hf_cli_");
   const std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo", run = s / "run", hf = s / "hf", back = s / "back";
+  const test::TinyWorkspace shards("hf_cli", "", 4000, 2000);  // token shards for resuming training
   LoadedModel loaded = loaded_model(family("pbb"));
+  loaded.config.data.train = (shards.dir / "train.bin").string();
+  loaded.config.data.val = (shards.dir / "val.bin").string();
+  loaded.config.train.batch_size = 2;
   test::write_model_checkpoint(run, loaded.config, *loaded.model, 7);
   const std::string tokenizer = " --tokenizer " + tokenizer_path("r50k_base.tiktoken");
   const auto exported = test::run_command(hylo + " export " + run + " --format hf --out " + hf + tokenizer);
@@ -443,6 +448,12 @@ TEST_CASE("hylo export --format hf and hylo import on the command line") {
   REQUIRE(a.model.size() == b.model.size());
   for (size_t i = 0; i < a.model.size(); ++i) CHECK(same_bytes(a.model[i].value, b.model[i].value));
   CHECK(a.config_yaml == b.config_yaml);
+  // Training continues from it: a fresh optimizer, the data stream at step 7's batch.
+  const auto resumed = test::run_command(hylo + " train " + back + "/config.yaml --run-dir " + back +
+                                         " --resume auto --set train.steps=9");
+  REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
+  CHECK(resumed.output.find("at step 7 (no data cursor") != std::string::npos);
+  CHECK(fs::exists(back + "/checkpoints/step_9.h5"));
   // The default format stays hylo's own.
   const auto own = test::run_command(hylo + " export " + run + " --out " + (s / "own"));
   REQUIRE_MESSAGE(own.exit_code == 0, own.output);
