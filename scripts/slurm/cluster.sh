@@ -109,6 +109,8 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$dir/log/jobcomp.txt
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+# Without it a job that names no --mem gets the whole node's, and the jobs would run one by one.
+DefMemPerCPU=256
 SchedulerType=sched/builtin
 MpiDefault=$mpi
 ReturnToService=2

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint.h"
 #include "core/error.h"
 #include "core/file.h"
 
@@ -49,6 +51,19 @@ bool is_metrics_key(const std::string& key) {
          std::find(kMoeMetricsSuffixes.begin(), kMoeMetricsSuffixes.end(), suffix) != kMoeMetricsSuffixes.end();
 }
 
+// What a run left in `root`: "12 metrics rows, checkpoints up to step_20.h5", or "" when nothing.
+static std::string run_history(const fs::path& root) {
+  std::vector<std::string> parts;
+  if (std::optional<std::string> rows = read_file(root / "metrics.jsonl"); rows && !rows->empty())
+    parts.push_back(fmt::format("{} metrics rows", std::count(rows->begin(), rows->end(), '\n')));
+  int64_t newest = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root / "checkpoints", ec))
+    if (auto step = checkpoint_step(entry.path().string())) newest = std::max(newest, *step);
+  if (newest >= 0) parts.push_back(fmt::format("checkpoints up to step_{}.h5", newest));
+  return parts.empty() ? "" : parts.size() == 1 ? parts[0] : parts[0] + ", " + parts[1];
+}
+
 void prepare_run_dir(const std::string& dir, const std::string& resolved_config_yaml, RunDirMode mode) {
   const fs::path root(dir), config = root / "config.yaml";
   std::error_code ec;
@@ -57,6 +72,11 @@ void prepare_run_dir(const std::string& dir, const std::string& resolved_config_
   std::optional<std::string> old = read_file(config);
   if (old && *old != resolved_config_yaml && mode == RunDirMode::fresh)
     HYLO_FAIL("{} already holds a different config (use --resume auto or --overwrite)", dir);
+  if (mode == RunDirMode::fresh) {
+    const std::string history = run_history(root);
+    HYLO_CHECK(history.empty(), "{} already holds a run ({}): use --resume auto to continue it or --overwrite to start "
+               "over", dir, history);
+  }
   if (mode == RunDirMode::overwrite) {
     std::vector<fs::path> doomed = {root / "checkpoints", root / "metrics.jsonl", root / "log.txt"};
     if (fs::is_directory(root, ec))

@@ -17,6 +17,9 @@ enum class RunDirMode { fresh, resume, overwrite };
 // Creates `dir` and `dir/checkpoints`, and writes `dir/config.yaml` (temp file + rename).
 // If config.yaml exists with different content:
 //   fresh     -> error "runs/x already holds a different config (use --resume auto or --overwrite)";
+// If it holds the same config and a run (metrics rows or checkpoints), fresh is refused too,
+// "runs/x already holds a run (...): use --resume auto to continue it or --overwrite to start over":
+// starting over would drop the old rows. Nothing is written or removed before these checks.
 //   resume    -> the old one is kept as config.<N>.yaml (first free N), the new one written;
 //   overwrite -> checkpoints/, metrics.jsonl, log.txt and TensorBoard's events.out.tfevents.* are
 //                removed first (also when equal).

@@ -162,7 +162,7 @@ TEST_CASE("checkpoint: save/load round trip is bit-exact, names with dots, order
   CHECK_FALSE(fs::exists(path + ".bad.tmp"));
 }
 
-TEST_CASE("checkpoint: a flipped data byte fails the whole-file checksum; in a file without it (older hylo), the "
+TEST_CASE("checkpoint: a flipped data byte fails the whole-file checksum - in a file without it (older hylo), the "
           "dataset's checksum names the dataset") {
   TempDir dir("ckpt_crc");
   const std::string path = checkpoint_path(dir.str(), 20);

@@ -136,7 +136,7 @@ TEST_CASE("checkpoint: 200 random byte flips anywhere (user block, superblock, m
   CHECK(rejected == 200);
 }
 
-TEST_CASE("checkpoint: a file from before the whole-file checksum still loads; damaged, it fails in a child process, "
+TEST_CASE("checkpoint: a file from before the whole-file checksum still loads - damaged, it fails in a child process, "
           "not in the reader's") {
   Scratch dir("legacy");
   const std::string path = checkpoint_path(dir.str(), 10);

@@ -259,8 +259,9 @@ TEST_SUITE("launch") {
     CHECK(points == 2);
     succeeds(ws.hylo + " sweep " + file.string() + " --slurm --out " + (ws.dir / "slurm").string());
     const std::string sbatch = read_file((ws.dir / "slurm/dp/submit.sbatch").string()).value_or("");
-    CHECK(sbatch.find("#SBATCH --ntasks-per-node=2\n#SBATCH --gpus-per-node=2") != std::string::npos);
-    CHECK(sbatch.find("srun --mpi=pmix ") != std::string::npos);
+    CHECK(sbatch.find("#SBATCH --ntasks=2\n#SBATCH --cpus-per-task=1\n") != std::string::npos);
+    CHECK(sbatch.find("gpus") == std::string::npos);  // the config trains on the CPU
+    CHECK(sbatch.find("srun --mpi=pmix --ntasks=2 ") != std::string::npos);
 
     std::ofstream(file) << "base: " << (ws.dir / "tiny.yaml").string() << "\ngrid: {train.lr: [1.0e-3]}\nranks: 3\n";
     const auto odd = test::run_command(ws.hylo + " sweep " + file.string() + " --dry-run");

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 
@@ -81,6 +82,17 @@ TEST_SUITE("launch") {
     const auto [rc, output] = run_and_signal(ws, "stopped", SIGSTOP);
     CHECK(rc != 0);
     CHECK_MESSAGE(output.find("hylo: error: rank 0: no progress for 3 s in ") != std::string::npos, output);
+  }
+
+  TEST_CASE("a stop signal to one rank stops every rank at the same step boundary: one checkpoint, exit 75") {
+    test::TrainingWorkspace ws("usr1");
+    const auto [rc, output] = run_and_signal(ws, "preempted", SIGUSR1);
+    CHECK_MESSAGE(rc == 75, output);
+    std::smatch m;
+    REQUIRE_MESSAGE(std::regex_search(output, m, std::regex("stopping after step ([0-9]+) on SIGUSR1")), output);
+    const int64_t stop = std::stoll(m[1]);
+    CHECK(fs::exists(ws.dir / "preempted/checkpoints" / ("step_" + std::to_string(stop) + ".h5")));
+    CHECK(output.find("error") == std::string::npos);
   }
 
   TEST_CASE("a rank that dies: the job ends with an error instead of waiting") {
