@@ -18,9 +18,10 @@ def read_metrics(run_dir):
     train, val, retrieval = [], [], []
     for line in (pathlib.Path(run_dir) / "metrics.jsonl").read_text().splitlines():
         row = json.loads(line)
-        if "loss" in row:
+        # A step skipped as non-finite has "loss": null (metrics.jsonl writes NaN/inf as null).
+        if row.get("loss") is not None:
             train.append((row["step"], row["loss"]))
-        if "val_loss" in row:
+        if row.get("val_loss") is not None:
             val.append((row["step"], row["val_loss"]))
         if "retrieval_tok_acc" in row:
             retrieval.append((row["step"], row["retrieval_tok_acc"]))

@@ -77,17 +77,6 @@ nlohmann::ordered_json probe_json(const Transformer& model, int count) {
   return {{"ids", ids}, {"next_token_nll", loss}, {"argmax", argmax}, {"columns", columns}, {"logits", rows}};
 }
 
-// Long enough for every local mask to cross two of its spans (block or window), within the
-// trained context.
-int probe_length(const Config& config) {
-  int span = 8;
-  for (int l = 0; l < config.model.n_layers; ++l) {
-    const AttnKindConfig& a = config.model.layer_attn(l);
-    span = std::max({span, a.kind == "pbb" ? a.block : 0, a.kind == "swa" ? a.window : 0});
-  }
-  return std::max(2, std::min(2 * span + 8, config.train.seq_len));
-}
-
 nlohmann::ordered_json layers_json(const ModelConfig& c) {
   nlohmann::ordered_json layers = nlohmann::ordered_json::array();
   for (int l = 0; l < c.n_layers; ++l) {
@@ -127,6 +116,15 @@ void write_safetensors(const std::string& path, const std::vector<NamedTensor>& 
   std::vector<std::string_view> pieces{length, header};
   for (const NamedTensor& t : tensors) pieces.emplace_back(static_cast<const char*>(t.value.raw()), t.value.nbytes());
   write_file_atomic(path, pieces);
+}
+
+int probe_length(const Config& config) {
+  int span = 8;
+  for (int l = 0; l < config.model.n_layers; ++l) {
+    const AttnKindConfig& a = config.model.layer_attn(l);
+    span = std::max({span, a.kind == "pbb" ? a.block : 0, a.kind == "swa" ? a.window : 0});
+  }
+  return std::max(2, std::min(2 * span + 8, config.train.seq_len));
 }
 
 void export_model(const LoadedModel& loaded, const ExportOptions& o) {

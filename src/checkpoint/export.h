@@ -26,6 +26,10 @@ struct ExportOptions {
 
 void export_model(const LoadedModel& loaded, const ExportOptions& options);
 
+// Tokens in an export's probe (both formats): long enough for every local mask to cross two of
+// its spans (block or window), within the trained context.
+int probe_length(const Config& config);
+
 // `path` as the safetensors file of `tensors` (contiguous CPU f32 or bf16) with string metadata,
 // written through a temporary file; the tensors' bytes are written from where they lie.
 void write_safetensors(const std::string& path, const std::vector<NamedTensor>& tensors,

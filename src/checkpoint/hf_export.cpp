@@ -30,17 +30,6 @@ std::vector<int32_t> hf_probe_ids(const data::Tokenizer& tokenizer, int count) {
 
 namespace {
 
-// Long enough for every local mask to cross two of its spans (block or window), within the
-// trained context.
-int probe_length(const Config& config) {
-  int span = 8;
-  for (int l = 0; l < config.model.n_layers; ++l) {
-    const AttnKindConfig& a = config.model.layer_attn(l);
-    span = std::max({span, a.kind == "pbb" ? a.block : 0, a.kind == "swa" ? a.window : 0});
-  }
-  return std::max(2, std::min(2 * span + 8, config.train.seq_len));
-}
-
 // Each parameter's rows under its transformers name(s), then the MoE router biases.
 std::vector<NamedTensor> hf_tensors(Transformer& model, DType dtype) {
   std::vector<NamedTensor> named;

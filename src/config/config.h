@@ -35,7 +35,7 @@ struct TrainConfig {
   int eval_retrieval = 0;
   std::string nan_policy = "skip";  // skip | abort
   bool recompute = false;
-  bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (train/zero.h)
+  bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (parallel/zero.h)
   int expert_parallel = 1;  // ranks per expert-parallel group: each holds experts / this many (SPEC §6)
   double hang_timeout_s = 900;  // several ranks: seconds without progress before a rank gives up (train/watchdog.h)
 

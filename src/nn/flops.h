@@ -32,7 +32,7 @@ int64_t parameters_per_rank(const ModelConfig& config, int ep_ranks);
 // the bf16 weights and gradients of what the rank holds (4 bytes per parameter) and the fp32
 // master and AdamW moments of what it updates (12 bytes per parameter): everything it holds, or
 // under ZeRO-1 its 1 / ranks of the replicated parameters and 1 / (ranks / ep_ranks) of its
-// experts. ZeRO-1's padding (train/zero.h) is left out.
+// experts. ZeRO-1's padding (parallel/zero.h) is left out.
 double training_state_bytes_per_rank(const ModelConfig& config, int ranks, int ep_ranks, bool zero1);
 // Mean number of keys a query attends over a sequence of length T.
 double mean_visited_keys(const AttnMask& mask, int64_t T);

@@ -2,7 +2,7 @@
 // weights: on the CPU they are the parameters themselves; on CUDA the parameters become bf16
 // copies that every step rewrites from the masters (llm.c style). Under ZeRO-1 a rank owns a range
 // of each parameter's elements (often all or none): it keeps moments (and, on CUDA, masters) for
-// those only and updates only them; the trainer shares the results (train/zero.h).
+// those only and updates only them; the trainer shares the results (parallel/zero.h).
 #pragma once
 #include <optional>
 #include <vector>
