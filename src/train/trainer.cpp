@@ -11,6 +11,8 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/run_dir.h"
+#include "checkpoint/run_lock.h"
+#include "checkpoint/run_state.h"
 #include "checkpoint/train_checkpoint.h"
 #include "data/loader.h"
 #include "data/shard.h"
@@ -22,6 +24,7 @@
 #include "train/progress.h"
 #include "train/tensorboard.h"
 #include "train/step.h"
+#include "train/stop_signal.h"
 #include "train/watchdog.h"
 
 #if HYLO_WITH_CUDA
@@ -38,8 +41,13 @@ class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
   int run();
+  // Rank 0 records the run's end in run_state.json ("failed" and the error), for sweep status.
+  void record_failure(const std::string& error) const;
 
  private:
+  // The first stop signal any rank received (0: none), agreed at a step boundary with one
+  // collective, so that every rank checkpoints the same step and stops together.
+  int agreed_stop_signal(const StopSignals& signals) const;
   // What a checkpoint saves and restores, at `step` steps done.
   TrainState state(int64_t step) {
     return {step_->model(), step_->optimizer(), step_->zero(), *loader_, *layout_, config_, device_,
@@ -54,6 +62,7 @@ class Trainer {
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<ParallelLayout> layout_;
   std::string run_dir_;
+  std::unique_ptr<RunDirLock> lock_;  // rank 0 only, held for the life of the run
   BatchSplit split_;
   std::unique_ptr<data::DataLoader> loader_;
   std::unique_ptr<TrainStep> step_;  // the model, the optimizer and what sums their gradients
@@ -120,7 +129,10 @@ Trainer::Trainer(const TrainOptions& options) {
   // that fails on bad input leaves the disk as it found it. Rank 0 writes it alone.
   std::vector<std::string> superseded;
   if (leader()) {
+    lock_ = std::make_unique<RunDirLock>(run_dir_);  // a second process on a live run stops here
     prepare_run_dir(run_dir_, to_yaml(config_), mode);
+    lock_->keep();
+    write_run_state(run_dir_, {"running", start_step_, ""});
     MetricsLog::truncate_after(run_dir_, start_step_);  // the log reads as if the run never stopped
     superseded = set_aside_checkpoints_after(run_dir_, start_step_);  // ... and so do the checkpoints
     metrics_ = std::make_unique<MetricsLog>(run_dir_);
@@ -128,6 +140,8 @@ Trainer::Trainer(const TrainOptions& options) {
   }
   resumed_from_ = resume_from;
   if (!resume_from.empty()) say(fmt::format("resumed from {} at step {}{}", resume_from, start_step_, resume_note));
+  if (lock_ && !lock_->removed().empty())
+    say(fmt::format("deleted the temporary files of writers that died: {}", fmt::join(lock_->removed(), ", ")));
   if (!superseded.empty())
     say(fmt::format("moved the later checkpoints {} to {}/checkpoints/superseded/: this run continues from step {}",
                     fmt::join(superseded, ", "), run_dir_, start_step_));
@@ -137,8 +151,21 @@ void Trainer::say(const std::string& line) const {
   if (leader()) log_line(metrics_.get(), line);
 }
 
+void Trainer::record_failure(const std::string& error) const {
+  if (leader() && lock_) write_run_state(run_dir_, {"failed", 0, error});
+}
+
+int Trainer::agreed_stop_signal(const StopSignals& signals) const {
+  const uint64_t mine = uint64_t(signals.received());
+  if (layout_->world_size() == 1) return int(mine);
+  for (uint64_t signal : layout_->world().all_gather(std::span(&mine, 1)))
+    if (signal != 0) return int(signal);
+  return 0;
+}
+
 int Trainer::run() {
   const TrainConfig& t = config_.train;
+  const StopSignals signals;  // from here a scheduler's signal stops the run at a step boundary
   const double tokens_per_step = double(t.batch_size) * t.seq_len;
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * layout_->world_size();
@@ -233,13 +260,28 @@ int Trainer::run() {
       save_training_checkpoint(run_dir_, state(done));
       summary.checkpoint = checkpoint_path(run_dir_, done);
     }
+    if (const int signal = agreed_stop_signal(signals)) {
+      if (summary.checkpoint != checkpoint_path(run_dir_, done)) {
+        beat(fmt::format("the checkpoint at step {} (on {})", done, signal_name(signal)));
+        save_training_checkpoint(run_dir_, state(done));
+        summary.checkpoint = checkpoint_path(run_dir_, done);
+      }
+      if (leader()) write_run_state(run_dir_, {"preempted", done, signal_name(signal)});
+      say(fmt::format("stopping after step {} on {}: {}; exit {} (resume with --resume auto)", done,
+                      signal_name(signal), summary.checkpoint, kExitPreempted));
+      summary.seconds = progress.elapsed_seconds();
+      say(summary_paragraph(summary));
+      return kExitPreempted;
+    }
     if (done == stop_at_) {
       say(fmt::format("stopping at step {} (--stop-at)", done));
+      if (leader()) write_run_state(run_dir_, {"preempted", done, "--stop-at"});
       break;
     }
   }
   report_memory();
   summary.seconds = progress.elapsed_seconds();
+  if (leader() && summary.last_step == t.steps) write_run_state(run_dir_, {"finished", t.steps, ""});
   say(summary_paragraph(summary));
   return 0;
 }
@@ -258,6 +300,14 @@ void Trainer::report_memory() {
 
 }  // namespace
 
-int run_train(const TrainOptions& options) { return Trainer(options).run(); }
+int run_train(const TrainOptions& options) {
+  Trainer trainer(options);
+  try {
+    return trainer.run();
+  } catch (const std::exception& e) {
+    trainer.record_failure(e.what());
+    throw;
+  }
+}
 
 }  // namespace hylo

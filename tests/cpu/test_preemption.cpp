@@ -64,7 +64,7 @@ int wait_status(pid_t pid) {
 
 // Long enough to be signalled mid-run; evaluations take most of the time, so the signal likely
 // lands in one.
-const std::string kLong = "--set train.steps=2000 --set train.eval_every=25 --set train.eval_batches=30 "
+const std::string kLong = "--set train.steps=2000 --set train.eval_every=10 --set train.eval_batches=60 "
                           "--set train.log_every=500";
 
 }  // namespace
