@@ -50,6 +50,7 @@ void Sha256::compress(const unsigned char* block) {
 }
 
 void Sha256::update(const void* data, size_t size) {
+  if (size == 0) return;  // data may be null then (an empty file's view), and memcpy must not see it
   const auto* p = static_cast<const unsigned char*>(data);
   total_bytes_ += size;
   if (buffered_ > 0) {
