@@ -12,13 +12,6 @@
 namespace hylo::dist {
 namespace {
 
-// Open MPI's mpirun, MPICH's hydra and Slurm's PMI-2 / PMIx plugins each set one of these.
-bool started_by_mpi_launcher() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(name) != nullptr) return true;
-  return false;
-}
-
 // MPI is initialised once per process and finalised at exit, so that several communicators (the
 // tests make one per case) share it.
 void init_mpi_once() {

@@ -1,5 +1,6 @@
 #include "parallel/launch_guard.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -12,6 +13,25 @@ namespace {
 // What Open MPI's mpirun, MPICH's hydra and Slurm's PMI-2 / PMIx plugins set in each rank.
 constexpr const char* kLauncherVariables[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
                                               "PMIX_RANK"};
+
+const char* process_env(const char* name) { return std::getenv(name); }
+
+bool launched(const std::function<const char*(const char*)>& env) {
+  for (const char* name : kLauncherVariables)
+    if (env(name) != nullptr) return true;
+  return false;
+}
+
+// The first of `names` that is set, as a number (-1: none set or not a number).
+long first_number(const std::function<const char*(const char*)>& env, std::initializer_list<const char*> names) {
+  for (const char* name : names)
+    if (const char* text = env(name)) {
+      char* end = nullptr;
+      const long value = std::strtol(text, &end, 10);
+      return end != text && *end == '\0' ? value : -1;
+    }
+  return -1;
+}
 
 // This process's argv, words quoted for a shell where they need it.
 std::string own_command() {
@@ -35,8 +55,7 @@ std::string own_command() {
 }  // namespace
 
 std::string unconnected_launch(const std::function<const char*(const char*)>& env, const std::string& command) {
-  for (const char* name : kLauncherVariables)
-    if (env(name) != nullptr) return "";
+  if (launched(env)) return "";
   const char* tasks_text = env("SLURM_STEP_NUM_TASKS");
   const long tasks = tasks_text ? std::strtol(tasks_text, nullptr, 10) : 0;
   if (tasks <= 1) return "";
@@ -48,8 +67,20 @@ std::string unconnected_launch(const std::function<const char*(const char*)>& en
 }
 
 void check_launch() {
-  const std::string refusal = unconnected_launch([](const char* name) { return std::getenv(name); }, own_command());
+  const std::string refusal = unconnected_launch(process_env, own_command());
   HYLO_CHECK(refusal.empty(), "{}", refusal);
 }
+
+bool started_by_mpi_launcher() { return launched(process_env); }
+
+LaunchPlace launch_place(const std::function<const char*(const char*)>& env) {
+  if (!launched(env)) return {};
+  // PMIx states no size of its own; srun sets SLURM_STEP_NUM_TASKS for each task of the step.
+  const long rank = first_number(env, {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"});
+  const long size = first_number(env, {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"});
+  return {int(std::max(rank, 0L)), int(std::max(size, 1L))};
+}
+
+LaunchPlace launch_place() { return launch_place(process_env); }
 
 }  // namespace hylo::dist

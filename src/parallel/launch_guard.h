@@ -16,4 +16,16 @@ std::string unconnected_launch(const std::function<const char*(const char*)>& en
 // Throws unconnected_launch's refusal for this process (environment and /proc/self/cmdline).
 void check_launch();
 
+// Whether an MPI launcher (Open MPI's mpirun, MPICH's hydra, Slurm's PMI-2 / PMIx) started this process.
+bool started_by_mpi_launcher();
+
+// This process's rank and the job's size as the launcher's environment states them, read before
+// MPI starts: the hang watchdog must watch MPI's own start-up, which waits for every rank. A job of
+// one when no launcher started the process.
+struct LaunchPlace {
+  int rank = 0, world_size = 1;
+};
+LaunchPlace launch_place(const std::function<const char*(const char*)>& env);
+LaunchPlace launch_place();  // this process's environment
+
 }  // namespace hylo::dist

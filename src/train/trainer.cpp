@@ -20,6 +20,7 @@
 #include "eval/retrieval.h"
 #include "nn/flops.h"
 #include "optim/schedule.h"
+#include "parallel/launch_guard.h"
 #include "parallel/layout.h"
 #include "train/progress.h"
 #include "train/tensorboard.h"
@@ -54,11 +55,17 @@ class Trainer {
             split_.accumulation, step};
   }
   void report_memory();
+  void beat(const std::string& doing) {
+    if (watchdog_) watchdog_->beat(doing);
+  }
   void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
   bool leader() const { return layout_->leader(); }
 
   Config config_;
   Device device_;
+  // Several ranks only (a job of one has no other rank to wait for): from MPI's start-up on, a
+  // rank that stops leaves the others waiting in a collective, at start-up as in a step.
+  std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<ParallelLayout> layout_;
   std::string run_dir_;
@@ -84,11 +91,16 @@ Trainer::Trainer(const TrainOptions& options) {
   config_ = load_config(options.config_path, options.overrides);
   device_ = training_device(config_);
   stop_at_ = options.stop_at;
+  const TrainConfig& t = config_.train;
+  if (const dist::LaunchPlace place = dist::launch_place(); place.world_size > 1)
+    watchdog_ = std::make_unique<Watchdog>(t.hang_timeout_s, place.rank);
+  beat("MPI's start-up");
   comm_ = dist::connect(device_);  // before anything is placed on a GPU: it picks the rank's
 
-  const TrainConfig& t = config_.train;
+  beat("the start-up: the parallel layout");
   layout_ = std::make_unique<ParallelLayout>(*comm_, t.expert_parallel, options.config_path);
   split_ = split_batch(t, layout_->dp(), options.config_path);
+  beat("the start-up: checking the data");
   loader_ = std::make_unique<data::DataLoader>(train_datasets(config_.data), split_.micro_batch, t.seq_len,
                                                layout_->rank(), layout_->dp(), t.seed, /*prefetch=*/true,
                                                config_.data.retrieval_mix,
@@ -107,6 +119,7 @@ Trainer::Trainer(const TrainOptions& options) {
     retrieval_ = std::make_unique<RetrievalTask>(config_, options);
   }
 
+  beat("the start-up: building the model");
   step_ = std::make_unique<TrainStep>(config_, device_, *layout_, split_, vocab_valid_);
   schedule_ = LrSchedule{t.lr, t.min_lr_ratio, t.warmup_steps, t.steps, t.schedule, t.decay_fraction};
   // A checkpoint that does not fit this model fails here, still in memory only.
@@ -114,12 +127,14 @@ Trainer::Trainer(const TrainOptions& options) {
   if (resume_from == "auto") resume_from = latest_valid_checkpoint(run_dir_).value_or("");
   std::string resume_note;
   if (!resume_from.empty()) {
+    beat("the start-up: loading " + resume_from);
     TrainState resumed = state(0);
     resume_note = restore_training_checkpoint(resume_from, resumed);
     start_step_ = resumed.step;
   }
   // Each rank chose and read its checkpoint itself; a file system that lists or reads differently
   // on one node would otherwise send the ranks on from different steps.
+  beat("the start-up: agreeing on the step to start from");
   const uint64_t start = uint64_t(start_step_);
   const std::vector<uint64_t> starts = layout_->world().all_gather(std::span(&start, 1));
   HYLO_CHECK(std::all_of(starts.begin(), starts.end(), [&](uint64_t s) { return s == start; }),
@@ -172,12 +187,6 @@ int Trainer::run() {
   Progress progress(t.steps, start_step_);
   RunSummary summary{start_step_, start_step_, t.steps, int64_t(double(start_step_) * tokens_per_step)};
   summary.checkpoint = resumed_from_;
-  // A job of one has no other rank to wait for.
-  std::unique_ptr<Watchdog> watchdog =
-      layout_->world_size() > 1 ? std::make_unique<Watchdog>(t.hang_timeout_s, layout_->rank()) : nullptr;
-  auto beat = [&watchdog](const std::string& doing) {
-    if (watchdog) watchdog->beat(doing);
-  };
   const std::string ranks =
       layout_->world_size() == 1
           ? ""

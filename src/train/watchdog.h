@@ -1,8 +1,10 @@
 // Ends a job of several ranks that stopped making progress. A rank that died or hangs leaves the
 // others waiting in a collective for ever (neither MPI nor NCCL times out by itself), holding
-// their GPUs. The trainer calls beat() as it starts each step, evaluation and checkpoint; when
-// `timeout_s` passes without one, the watchdog prints one line naming what was last under way and
-// ends the process (exit code 3), and the launcher then ends the other ranks (SPEC §8).
+// their GPUs. The trainer calls beat() from before MPI's start-up on (MPI_Init, NCCL's set-up, the
+// checkpoint load and the resume handshake wait for every rank too) and as it starts each step,
+// evaluation and checkpoint; when `timeout_s` passes without one, the watchdog prints one line
+// naming what was last under way and ends the process (exit code 3), and the launcher then ends
+// the other ranks (SPEC §8).
 #pragma once
 #include <chrono>
 #include <condition_variable>

@@ -291,6 +291,18 @@ TEST_CASE("launch guard: several srun tasks without MPI are refused with the sru
   for (const char* launcher : {"PMIX_RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK"})
     CHECK(dist::unconnected_launch(env_of({{"SLURM_STEP_NUM_TASKS", "2"}, {launcher, "1"}}), command).empty());
   CHECK(dist::unconnected_launch(env_of({}), command).empty());
+
+  // The watchdog's view before MPI starts: the launcher's rank and size, a job of one without one.
+  using Place = dist::LaunchPlace;
+  auto place = [&](std::map<std::string, std::string> vars) {
+    const Place p = dist::launch_place(env_of(std::move(vars)));
+    return std::pair(p.rank, p.world_size);
+  };
+  CHECK(place({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}}) == std::pair(1, 2));
+  CHECK(place({{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}}) == std::pair(3, 4));
+  CHECK(place({{"PMIX_RANK", "1"}, {"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}}) == std::pair(1, 2));
+  CHECK(place({{"SLURM_PROCID", "1"}, {"SLURM_STEP_NUM_TASKS", "2"}}) == std::pair(0, 1));  // no MPI: alone
+  CHECK(place({}) == std::pair(0, 1));
 }
 
 TEST_CASE("checkpoint: a tensor missing from (or extra in) a checkpoint is named") {

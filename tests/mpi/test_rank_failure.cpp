@@ -52,19 +52,32 @@ struct KillOnExit {
   ~KillOnExit() { std::system(("pkill -9 -f '" + marker + "' >/dev/null 2>&1").c_str()); }
 };
 
-// Starts a long 2-rank run, sends `signal` to rank 1 once it has logged 20 steps, and returns
-// mpirun's exit code and output (or fails when the job outlives 60 s).
-std::pair<int, std::string> run_and_signal(const test::TrainingWorkspace& ws, const std::string& name, int signal) {
+// When rank 1 gets the signal: as soon as its process exists (inside MPI's start-up or the work
+// before step 1, each of which waits for every rank), or once 20 steps are logged.
+enum class When { start_up, step_20 };
+
+// Starts a long 2-rank run, sends `signal` to rank 1 at `when`, and returns mpirun's exit code
+// and output (or fails when the job outlives 60 s).
+std::pair<int, std::string> run_and_signal(const test::TrainingWorkspace& ws, const std::string& name, int signal,
+                                           When when = When::step_20) {
   const fs::path run = ws.dir / name, rc = ws.dir / (name + ".rc"), log = ws.dir / (name + ".log");
   const KillOnExit cleanup{run.string()};
-  const std::string command = test::mpirun(2) + ws.train(name, "--set train.steps=1000000 --set train.hang_timeout_s=3");
+  const std::string command = test::mpirun(2) + ws.train(name, "--set train.steps=1000000 --set train.hang_timeout_s=5");
   REQUIRE(std::system(("(" + command + " >" + log.string() + " 2>&1; echo $? >" + rc.string() + ") &").c_str()) == 0);
   const auto started = std::chrono::steady_clock::now();
-  while (read_file((run / "metrics.jsonl").string()).value_or("").find("\"step\":20,") == std::string::npos) {
+  auto give_up = [&] {
     REQUIRE_MESSAGE(std::chrono::steady_clock::now() - started < std::chrono::seconds(60), read_file(log.string()).value_or(""));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  std::optional<pid_t> rank1;
+  if (when == When::start_up) {
+    while (!(rank1 = rank_pid(1, run.string()))) give_up();  // no sleep: the start-up lasts a second or so
+  } else {
+    while (read_file((run / "metrics.jsonl").string()).value_or("").find("\"step\":20,") == std::string::npos) {
+      give_up();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    rank1 = rank_pid(1, run.string());
   }
-  const std::optional<pid_t> rank1 = rank_pid(1, run.string());
   REQUIRE(rank1.has_value());
   REQUIRE(::kill(*rank1, signal) == 0);
   const bool ended = appears(rc, 60);
@@ -81,7 +94,17 @@ TEST_SUITE("launch") {
     test::TrainingWorkspace ws("hang");
     const auto [rc, output] = run_and_signal(ws, "stopped", SIGSTOP);
     CHECK(rc != 0);
-    CHECK_MESSAGE(output.find("hylo: error: rank 0: no progress for 3 s in ") != std::string::npos, output);
+    CHECK_MESSAGE(output.find("hylo: error: rank 0: no progress for 5 s in step ") != std::string::npos, output);
+  }
+
+  TEST_CASE("a rank that hangs at start-up: the watchdog already watches MPI's start-up and what precedes step 1") {
+    test::TrainingWorkspace ws("hang_start");
+    const auto [rc, output] = run_and_signal(ws, "stopped", SIGSTOP, When::start_up);
+    CHECK(rc != 0);
+    CHECK_MESSAGE(std::regex_search(output, std::regex("hylo: error: rank 0: no progress for 5 s in (MPI's start-up|the "
+                                                       "start-up: [a-z ]+) \\(another rank")),
+                  output);
+    CHECK(read_file((ws.dir / "stopped/metrics.jsonl").string()).value_or("").find("\"step\":1,") == std::string::npos);
   }
 
   TEST_CASE("a stop signal to one rank stops every rank at the same step boundary: one checkpoint, exit 75") {
