@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 ./scripts/install_deps.sh
+./scripts/install_deps.sh --slurm  # the single-node cluster of the `slurm` test
 ./scripts/fetch_data.sh --core
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
