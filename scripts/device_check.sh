@@ -70,6 +70,9 @@
 #           128): MHA (H 16), then GQA (Hkv 4)
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
+#   sample  what the main job trains with a GPU (configs/small.yaml) and 205m-pbb for
+#           $SAMPLE_205M_STEPS steps (default 1000), on every source when data/tokens-all.tar.xz is
+#           carried: train log, eval (val, ppl on the held-out text), samples at temperature 0.8, top-k 40
 #   ablation  the sweep experiments/$ABLATION.yaml (default hybrids-small: PBB vs SWA hybrids vs
 #           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
 #           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
@@ -412,6 +415,30 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
         --json "$OUT/bench_decode_gqa_bridge$bridge.json" 2>&1 | tail -6 | tee -a "$summary" ;;
     torch_decode)
       OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
+    sample)
+      # issue 35 item 5: what the main job does with a GPU (configs/small.yaml, its 5000 steps), and
+      # 205m-pbb for $SAMPLE_205M_STEPS steps (default 1000: 32.8M tokens), each on every source
+      # (data/tokens-all.tar.xz in the carry; else data/tokens), evaluated and sampled as the main
+      # job samples (temperature 0.8, top-k 40, seed 1).
+      data=data/tokens
+      if [ -f data/tokens-all.tar.xz ]; then
+        [ -d data/tokens-all ] || python3 -m tarfile -e data/tokens-all.tar.xz data/
+        data=data/tokens-all
+      fi
+      for cfg in small 205m-pbb; do
+        steps=5000 && [ $cfg = 205m-pbb ] && steps=${SAMPLE_205M_STEPS:-1000}
+        run=/tmp/sample_$cfg
+        $hylo train configs/$cfg.yaml --run-dir $run --overwrite --set train.steps=$steps \
+          --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" >$OUT/sample_${cfg}_train.log 2>&1
+        tail -2 $OUT/sample_${cfg}_train.log
+        cp $run/metrics.jsonl $OUT/sample_${cfg}_metrics.jsonl
+        tasks=val && [ -f data/raw/heldout/devil.txt ] && tasks=val,ppl  # carry data/raw/heldout for ppl
+        $hylo eval $run --tasks $tasks --json $OUT/sample_${cfg}_eval.json >$OUT/sample_${cfg}_eval.txt 2>&1
+        for prompt in "The history of the United States" "Once upon a time"; do
+          $hylo generate $run --prompt "$prompt" --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1 2>&1
+        done | tee $OUT/sample_$cfg.txt
+        echo "sample $cfg ($steps steps on $data): $(grep -o 'summary:.*' $OUT/sample_${cfg}_train.log | cut -c1-300)" | tee -a "$summary"
+      done ;;
     ablation)
       sweeps=/tmp/hylo_sweeps
       sweep=${ABLATION:-hybrids-small}
