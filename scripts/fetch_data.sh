@@ -127,6 +127,25 @@ def write(name, text):
         with open(os.path.join(out, name), "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
 
+# dictd databases (gcide, heldout): usr/share/dictd/NAME.index maps each headword to a slice of the
+# dictionary NAME.dict.dz, its offset and length written in base64 digits.
+DICTD_DIGITS = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
+def dictd_number(s):
+    v = 0
+    for c in s:
+        v = v * 64 + DICTD_DIGITS[c]
+    return v
+
+def dictd(name, errors="strict"):
+    """NAME's dictionary, unpacked, and its index as (headword, offset, length) in base64 digits."""
+    base = os.path.join(pkg, "usr/share/dictd")
+    body = gzip.open(os.path.join(base, name + ".dict.dz")).read()
+    index = []
+    for line in open(os.path.join(base, name + ".index"), encoding="utf-8", errors=errors):
+        head, off, size = line.rstrip("\n").split("\t")
+        index.append((head, off, size))
+    return body, index
+
 # Brown corpus form C: "word/tag" tokens; a paragraph starts with a tab, its sentences follow one
 # per line, and blank lines separate paragraphs. Rebuild plain text with normal spacing.
 NO_SPACE_BEFORE = {".", ",", ";", ":", "?", "!", ")", "]", "}", "''", "'"}
@@ -171,43 +190,26 @@ elif source == "brown":
             paragraphs.append(brown_paragraph(current))
         write(os.path.basename(path) + ".txt", "\n\n".join(paragraphs) + "\n")
 elif source == "gcide":
-    # dictd database: the index maps each headword to a base64 (offset, length) slice of the
-    # dictionary. Entries are grouped by the headword's first two letters into documents.
-    b64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
-    def number(s):
-        v = 0
-        for c in s:
-            v = v * 64 + b64[c]
-        return v
-    base = os.path.join(pkg, "usr/share/dictd")
-    body = gzip.open(os.path.join(base, "gcide.dict.dz")).read()
+    # Entries are grouped by the headword's first two letters into documents.
+    body, index = dictd("gcide", errors="replace")
     groups, seen = {}, set()
-    for line in open(os.path.join(base, "gcide.index"), encoding="utf-8", errors="replace"):
-        head, off, size = line.rstrip("\n").split("\t")
+    for head, off, size in index:
         if head.startswith("00-database") or (off, size) in seen:
             continue
         seen.add((off, size))
         key = re.sub(r"[^a-z]", "", head.lower())[:2] or "other"
-        o = number(off)
-        groups.setdefault(key, []).append((o, text_of(body[o:o + number(size)]).strip()))
+        o = dictd_number(off)
+        groups.setdefault(key, []).append((o, text_of(body[o:o + dictd_number(size)]).strip()))
     for key, entries in groups.items():
         write(key + ".txt", "\n\n".join(t for _, t in sorted(entries)) + "\n")
 elif source == "heldout":
-    # The Devil's Dictionary as one document: its entries (dictd index, as for gcide) in the
-    # book's order, without dictfmt's 00-database headers (they quote the distribution notice).
-    b64 = {c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")}
-    def number(s):
-        v = 0
-        for c in s:
-            v = v * 64 + b64[c]
-        return v
-    base = os.path.join(pkg, "usr/share/dictd")
-    body = gzip.open(os.path.join(base, "devil.dict.dz")).read()
+    # The Devil's Dictionary as one document: its entries in the book's order, without dictfmt's
+    # 00-database headers (they quote the distribution notice).
+    body, index = dictd("devil")
     entries = set()
-    for line in open(os.path.join(base, "devil.index"), encoding="utf-8"):
-        head, off, size = line.rstrip("\n").split("\t")
+    for head, off, size in index:
         if not head.startswith("00database"):
-            entries.add((number(off), number(size)))
+            entries.add((dictd_number(off), dictd_number(size)))
     write("devil.txt", "".join(text_of(body[o:o + n]) for o, n in sorted(entries)).strip() + "\n")
 elif source == "linux-doc":
     base = os.path.join(pkg, "usr/share/doc/linux-doc-6.1/Documentation")
