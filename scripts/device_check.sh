@@ -70,6 +70,13 @@
 #           128): MHA (H 16), then GQA (Hkv 4)
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
+#   generate  whole-model greedy decoding: hylo bench generate on 205m-{pbb,swa,full} (random
+#           weights) at batch 1/16/64 x prompt 512/4096, 128 new tokens, into bench_generate.json;
+#           then per config a 1-step checkpoint, exported with --format hf, timed by
+#           scripts/hf_generate_peer.py (transformers generate, static cache, bf16) on the same
+#           settings into hf_generate_<config>.json. $GENERATE_CONFIGS (default 205m-pbb 205m-swa
+#           205m-full) and $GENERATE_BATCHES (default 1 16 64) narrow it. Needs data/tokens and
+#           data/tokenizer in the carry.
 #   sample  what the main job trains with a GPU (configs/small.yaml) and 205m-pbb for
 #           $SAMPLE_205M_STEPS steps (default 1000), on every source when data/tokens-all.tar.xz is
 #           carried: train log, eval (val, ppl on the held-out text), samples at temperature 0.8, top-k 40
@@ -415,6 +422,34 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
         --json "$OUT/bench_decode_gqa_bridge$bridge.json" 2>&1 | tail -6 | tee -a "$summary" ;;
     torch_decode)
       OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
+    generate)
+      gen_configs=${GENERATE_CONFIGS:-205m-pbb 205m-swa 205m-full}
+      gen_batches=${GENERATE_BATCHES:-1 16 64}
+      gen_prompts="512 4096"
+      gen_paths=()
+      for cfg in $gen_configs; do gen_paths+=("configs/$cfg.yaml"); done
+      $hylo bench generate --config "${gen_paths[@]}" --batch "${gen_batches// /,}" --prompt "${gen_prompts// /,}" \
+        --new-tokens 128 --device cuda --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log"
+      for cfg in $gen_configs; do
+        run=/tmp/gen_$cfg
+        # The peer loads an exported checkpoint: one training step makes one.
+        $hylo train "configs/$cfg.yaml" --run-dir $run --overwrite --set train.steps=1 --set train.eval_every=0 2>&1 |
+          tail -1
+        $hylo export $run --format hf --out $run/hf --overwrite 2>&1 | tail -1
+        # shellcheck disable=SC2086  # the batches and prompts are lists of arguments
+        python3 scripts/hf_generate_peer.py $run/hf --label "$cfg" --batch $gen_batches --prompt $gen_prompts \
+          --new-tokens 128 --json "$OUT/hf_generate_$cfg.json" 2>&1 | tee "$OUT/hf_generate_$cfg.log"
+        echo "generate $cfg, decode tok/s by batch x prompt: $(python3 -c 'import json, sys
+def rates(path):
+    try:
+        rows = json.load(open(path))["rows"]
+    except (OSError, ValueError):
+        return "none"
+    mine = [r for r in rows if r["config"] == sys.argv[3]]
+    return ", ".join("%dx%d %.0f" % (r["batch"], r["prompt"], r["decode_tok_s"]) for r in mine)
+print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/bench_generate.json" \
+          "$OUT/hf_generate_$cfg.json" "$cfg")" | tee -a "$summary"
+      done ;;
     sample)
       # issue 35 item 5: what the main job does with a GPU (configs/small.yaml, its 5000 steps), and
       # 205m-pbb for $SAMPLE_205M_STEPS steps (default 1000: 32.8M tokens), each on every source

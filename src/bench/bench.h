@@ -1,5 +1,5 @@
-// The benchmark programs: `hylo bench attention|decode|train|moe` and `hylo data bench`. Each
-// takes its options as the command line filled them in (cli/bench_commands.cpp,
+// The benchmark programs: `hylo bench attention|decode|train|moe|generate` and `hylo data
+// bench`. Each takes its options as the command line filled them in (cli/bench_commands.cpp,
 // cli/data_commands.cpp), prints a table as it measures and, given a path, writes the rows as
 // JSON (bench/bench_table.h). Bad options fail before any device is needed, with one line
 // naming the command and the flag. Each returns the process exit code.
@@ -62,6 +62,17 @@ struct TrainBenchOptions {
   std::string expert_gemm;  // grouped | loop; empty: the build's default
 };
 int run_bench_train(const TrainBenchOptions& options);
+
+// Whole-model greedy decoding (nn/generate.h) of random-initialised models, per config x batch x
+// prompt length: prefill seconds, decode tokens/s, ms per step, KV cache bytes.
+struct GenerateBenchOptions {
+  std::vector<std::string> configs;
+  std::vector<int> batches{1, 16, 64}, prompts{512, 4096};
+  int new_tokens = 128;
+  std::string device;  // cpu | cuda; empty: each config's
+  std::string json;
+};
+int run_bench_generate(const GenerateBenchOptions& options);
 
 // Tokenizer throughput on the prepared corpus's raw documents: one thread, then `threads`.
 struct TokenizerBenchOptions {

@@ -1,4 +1,4 @@
-// `hylo bench attention|decode|train|moe`: their flags; the programs are bench/bench.h's.
+// `hylo bench attention|decode|train|moe|generate`: their flags; the programs are bench/bench.h's.
 #include <memory>
 
 #include "bench/bench.h"
@@ -67,15 +67,29 @@ void add_moe(CLI::App& group) {
   cli::run_with(cmd, [o] { return run_bench_moe(*o); });
 }
 
+void add_generate(CLI::App& group) {
+  auto o = std::make_shared<GenerateBenchOptions>();
+  CLI::App* cmd =
+      cli::add_command(group, "generate", "whole-model greedy decoding: prefill time, decode tokens/s, KV bytes");
+  cmd->add_option("--config", o->configs, "model configs, one or more (random-initialised weights)")->required();
+  cli::add_positive_list(cmd, "--batch", o->batches, "batch sizes (sequences decoded together)");
+  cli::add_positive_list(cmd, "--prompt", o->prompts, "prompt lengths");
+  cli::add_positive(cmd, "--new-tokens", o->new_tokens, "greedy decode steps after the prompt");
+  cli::add_choice(cmd, "--device", o->device, {"cpu", "cuda"}, "where to decode (default: each config's)");
+  cmd->add_option("--json", o->json, "also write the rows here (bench/bench_table.h's layout)");
+  cli::run_with(cmd, [o] { return run_bench_generate(*o); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  CLI::App* group = cli::add_command(app, "bench", "benchmarks: attention, decode, train, moe");
+  CLI::App* group = cli::add_command(app, "bench", "benchmarks: attention, decode, train, moe, generate");
   cli::require_command(group);
   add_attention(*group);
   add_decode(*group);
   add_train(*group);
   add_moe(*group);
+  add_generate(*group);
 }
 
 }  // namespace hylo

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "core/error.h"
 #include "ops/ops.h"
@@ -21,6 +22,24 @@ const char* cache_kind_name(KvCacheKind kind) {
   return "?";
 }
 
+namespace {
+
+// The first index of the largest of `n` values: the greedy token, ties to the lower id.
+template <class T>
+int32_t first_argmax(const T* values, int n) {
+  const auto value = [](T v) {
+    if constexpr (std::is_same_v<T, bf16>) return bf16_to_float(v);
+    else return v;
+  };
+  int32_t best = 0;
+  auto top = value(values[0]);
+  for (int i = 1; i < n; ++i)
+    if (const auto v = value(values[i]); v > top) top = v, best = i;
+  return best;
+}
+
+}  // namespace
+
 void check_sampling_options(const SamplingOptions& o) {
   HYLO_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "--temperature must be >= 0 (0 = greedy), got {}",
              o.temperature);
@@ -32,7 +51,7 @@ int32_t sample_token(std::span<const double> logits, const SamplingOptions& o, R
   check_sampling_options(o);
   const int n = int(logits.size());
   HYLO_CHECK(n > 0, "sample_token: empty logits");
-  if (o.temperature == 0) return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  if (o.temperature == 0) return first_argmax(logits.data(), n);
 
   // Candidates most likely first; equal logits keep id order so the draw is reproducible.
   std::vector<int32_t> order(static_cast<size_t>(n));
@@ -82,8 +101,8 @@ KvSlotMap slot_map_for(const AttnMask& mask, int max_len) {
 
 }  // namespace
 
-Generator::Generator(const Transformer& model, int64_t max_len, int vocab_valid)
-    : model_(model), vocab_valid_(vocab_valid) {
+Generator::Generator(const Transformer& model, int64_t max_len, int vocab_valid, int batch)
+    : model_(model), vocab_valid_(vocab_valid), batch_(batch) {
   HYLO_CHECK(max_len >= 1, "generate: max length must be >= 1, got {}", max_len);
   // Cache slots and positions are int: a longer request would wrap into a negative length.
   HYLO_CHECK(max_len <= std::numeric_limits<int32_t>::max(),
@@ -91,60 +110,115 @@ Generator::Generator(const Transformer& model, int64_t max_len, int vocab_valid)
              std::numeric_limits<int32_t>::max());
   HYLO_CHECK(vocab_valid >= 1 && vocab_valid <= model.config().vocab_size,
              "generate: valid vocabulary {} outside [1, model vocab_size {}]", vocab_valid, model.config().vocab_size);
+  HYLO_CHECK(batch >= 1, "generate: batch must be >= 1, got {}", batch);
   // The caches hold k/v in the model's compute dtype on its device: what its projections produce.
   const Tensor& embed = model.parameters().front().var.value();
   const ModelConfig& c = model.config();
   for (int l = 0; l < model.n_layers(); ++l)
-    caches_.emplace_back(slot_map_for(model.layer_mask(l), int(max_len)), 1, c.kv_heads(), c.head_dim(), embed.dtype(),
-                         embed.device());
+    caches_.emplace_back(slot_map_for(model.layer_mask(l), int(max_len)), batch, c.kv_heads(), c.head_dim(),
+                         embed.dtype(), embed.device());
 }
 
-std::vector<double> Generator::step(int32_t token) {
+Tensor Generator::host_logits(std::span<const int32_t> tokens_B) {
   NoGradGuard no_grad;
-  const Var x = advance(token);
-  std::vector<double> logits = model_.logits(x).value().to(Device::cpu).to(DType::f64).to_vector<double>();
-  logits.resize(size_t(vocab_valid_));  // padding rows are no tokens
-  return logits;
+  return model_.logits(advance(tokens_B)).value().to(Device::cpu).contiguous();
 }
 
-Var Generator::advance(int32_t token) {
-  HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
-             vocab_valid_);
+std::vector<std::vector<double>> Generator::step(std::span<const int32_t> tokens_B) {
+  const Tensor logits_BV = host_logits(tokens_B).to(DType::f64);
+  std::vector<std::vector<double>> rows;
+  for (int64_t b = 0; b < batch_; ++b) {
+    const double* row = logits_BV.data<double>() + b * logits_BV.size(1);
+    rows.emplace_back(row, row + vocab_valid_);  // padding ids are no tokens
+  }
+  return rows;
+}
+
+std::vector<int32_t> Generator::greedy_step(std::span<const int32_t> tokens_B) {
+  const Tensor logits_BV = host_logits(tokens_B);
+  const auto argmax_rows = [&]<class T>(const T* logits) {
+    std::vector<int32_t> tokens;
+    for (int64_t b = 0; b < batch_; ++b) tokens.push_back(first_argmax(logits + b * logits_BV.size(1), vocab_valid_));
+    return tokens;
+  };
+  switch (logits_BV.dtype()) {
+    case DType::bf16: return argmax_rows(logits_BV.data<bf16>());  // CUDA
+    case DType::f32: return argmax_rows(logits_BV.data<float>());
+    case DType::f64: return argmax_rows(logits_BV.data<double>());
+    default: HYLO_FAIL("generate: logits of dtype {}", dtype_name(logits_BV.dtype()));
+  }
+}
+
+Var Generator::advance(std::span<const int32_t> tokens_B) {
+  HYLO_CHECK(int64_t(tokens_B.size()) == batch_, "generate: {} tokens fed to a batch of {} sequences", tokens_B.size(),
+             batch_);
+  for (const int32_t token : tokens_B)
+    HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
+               vocab_valid_);
   NoGradGuard no_grad;
   const ModelConfig& c = model_.config();
-  const int64_t H = c.n_heads, Hkv = c.kv_heads(), hd = c.head_dim();
+  const int64_t B = batch_, H = c.n_heads, Hkv = c.kv_heads(), hd = c.head_dim();
   const int64_t t = position_;
   const Device device = model_.parameters().front().var.value().device();
-  Var x = model_.embed(Tensor::from_vector(std::vector<int32_t>{token}, {1}).to(device));  // (1, D)
+  const std::vector<int32_t> ids(tokens_B.begin(), tokens_B.end());
+  Var x = model_.embed(Tensor::from_vector(ids, {B}).to(device));  // (B, D)
   for (int l = 0; l < model_.n_layers(); ++l) {
-    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, 1, 1, int(t));
+    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, batch_, 1, int(t));
     KvCache& cache = caches_[size_t(l)];
-    // (B, T, H, hd) with B = T = 1 is the (B, H, hd) token layout of the cache ops.
-    cache.append(t, in.k.value().contiguous().view({1, Hkv, hd}), in.v.value().contiguous().view({1, Hkv, hd}));
-    const Tensor a_1Q = cache.attend(t, in.q.value().contiguous().view({1, H, hd})).view({1, H * hd});
-    x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_1Q)), nullptr);
+    // (B, T, H, hd) with T = 1 is the (B, H, hd) token layout of the cache ops.
+    cache.append(t, in.k.value().contiguous().view({B, Hkv, hd}), in.v.value().contiguous().view({B, Hkv, hd}));
+    const Tensor a_BQ = cache.attend(t, in.q.value().contiguous().view({B, H, hd})).view({B, H * hd});
+    x = model_.ffn_residual(l, model_.attention_residual(l, x, Var(a_BQ)), nullptr);
   }
   ++position_;
   return x;
 }
 
+std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<int32_t>> prompts_B) {
+  HYLO_CHECK(int64_t(prompts_B.size()) == batch_, "generate: {} prompts for a batch of {} sequences",
+             prompts_B.size(), batch_);
+  const size_t T = prompts_B.front().size();
+  HYLO_CHECK(T > 0, "generate: the prompt is empty");
+  for (const std::vector<int32_t>& prompt : prompts_B)
+    HYLO_CHECK(prompt.size() == T, "generate: prompts of {} and {} tokens in one batch (decoding keeps them in "
+               "lockstep: give them one length)", T, prompt.size());
+  std::vector<int32_t> column_B(prompts_B.size());  // position t of every prompt
+  auto feed = [&](size_t t) {
+    for (size_t b = 0; b < prompts_B.size(); ++b) column_B[b] = prompts_B[b][t];
+  };
+  for (size_t t = 0; t + 1 < T; ++t) {
+    feed(t);
+    advance(column_B);  // their logits are not needed
+  }
+  feed(T - 1);
+  return step(column_B);
+}
+
+std::vector<std::vector<int32_t>> Generator::generate(std::span<const std::vector<int32_t>> prompts_B, int count,
+                                                      const SamplingOptions& options, Rng& rng) {
+  check_sampling_options(options);
+  HYLO_CHECK(count >= 0, "generate: token count must be >= 0, got {}", count);
+  std::vector<std::vector<double>> logits = prefill(prompts_B);
+  std::vector<std::vector<int32_t>> out(prompts_B.size());
+  std::vector<int32_t> next_B(prompts_B.size());
+  for (int i = 0; i < count; ++i) {
+    for (size_t b = 0; b < out.size(); ++b) out[b].push_back(next_B[b] = sample_token(logits[b], options, rng));
+    if (i + 1 < count) logits = step(next_B);
+  }
+  return out;
+}
+
+std::vector<double> Generator::step(int32_t token) { return std::move(step(std::span(&token, 1)).front()); }
+
 std::vector<double> Generator::prefill(std::span<const int32_t> prompt) {
-  HYLO_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  for (size_t i = 0; i + 1 < prompt.size(); ++i) advance(prompt[i]);  // their logits are not needed
-  return step(prompt.back());
+  const std::vector<std::vector<int32_t>> one{{prompt.begin(), prompt.end()}};
+  return std::move(prefill(one).front());
 }
 
 std::vector<int32_t> Generator::generate(std::span<const int32_t> prompt, int count, const SamplingOptions& options,
                                          Rng& rng) {
-  check_sampling_options(options);
-  HYLO_CHECK(count >= 0, "generate: token count must be >= 0, got {}", count);
-  std::vector<double> logits = prefill(prompt);
-  std::vector<int32_t> out;
-  for (int i = 0; i < count; ++i) {
-    out.push_back(sample_token(logits, options, rng));
-    if (i + 1 < count) logits = step(out.back());
-  }
-  return out;
+  const std::vector<std::vector<int32_t>> one{{prompt.begin(), prompt.end()}};
+  return std::move(generate(one, count, options, rng).front());
 }
 
 std::vector<LayerCacheInfo> Generator::caches() const {

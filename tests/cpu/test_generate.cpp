@@ -1,8 +1,9 @@
 // Incremental decoding (nn/generate.h) against the full-sequence forward: per-step logits equal
 // forward()'s rows in fp64 for pbb (w = 1, 2, b), swa, full-only, GQA, QK-norm, NoPE and MoE
 // models; greedy decoding equals argmax over re-running forward() on the growing sequence; the
-// PBB layers hold b slots. Sampling is deterministic per seed and respects top-k / top-p. And
-// `hylo generate` on a checkpoint built by hand (the CUDA path: tests/gpu/test_generate_gpu.cpp).
+// PBB layers hold b slots. A batch of prompts decodes as each prompt alone. Sampling is
+// deterministic per seed and respects top-k / top-p. And `hylo generate` on a checkpoint built by
+// hand (the CUDA path: tests/gpu/test_generate_gpu.cpp), and `hylo bench generate` on the CPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <filesystem>
 #include <sstream>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "model_checkpoint_fixture.h"
 #include "run_command.h"
@@ -20,6 +23,7 @@
 #include "checkpoint/buffers.h"
 #include "checkpoint/checkpoint.h"
 #include "config/config.h"
+#include "core/file.h"
 
 using namespace hylo;
 namespace fs = std::filesystem;
@@ -94,6 +98,39 @@ int32_t argmax_valid(const std::vector<double>& row) {
   return int32_t(std::max_element(row.begin(), row.begin() + kVocabValid) - row.begin());
 }
 
+// max |a - b| over the first kVocabValid logits, relative to max |b|; infinite for a NaN.
+double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double scale = 0, diff = 0;
+  for (int v = 0; v < kVocabValid; ++v) {
+    scale = std::max(scale, std::abs(b[size_t(v)]));
+    const double d = std::abs(a[size_t(v)] - b[size_t(v)]);
+    diff = std::isfinite(d) ? std::max(diff, d) : INFINITY;  // max() would skip a NaN
+  }
+  return diff / scale;
+}
+
+// Greedy decoding of prompts of one length by one Generator of B = prompts.size(): per sequence,
+// the `count` tokens and the logits each was picked from (the first from prefill).
+struct GreedyRun {
+  std::vector<std::vector<int32_t>> tokens;              // [b][i]
+  std::vector<std::vector<std::vector<double>>> logits;  // [b][i][v]
+};
+GreedyRun greedy_together(const Transformer& model, const std::vector<std::vector<int32_t>>& prompts, int count) {
+  const size_t B = prompts.size();
+  Generator generator(model, int64_t(prompts[0].size()) + count, kVocabValid, int(B));
+  GreedyRun run{std::vector<std::vector<int32_t>>(B), std::vector<std::vector<std::vector<double>>>(B)};
+  std::vector<std::vector<double>> rows = generator.prefill(prompts);
+  std::vector<int32_t> next_B(B);
+  for (int i = 0; i < count; ++i) {
+    for (size_t b = 0; b < B; ++b) {
+      run.tokens[b].push_back(next_B[b] = argmax_valid(rows[b]));
+      run.logits[b].push_back(std::move(rows[b]));
+    }
+    if (i + 1 < count) rows = generator.step(next_B);
+  }
+  return run;
+}
+
 using test::CommandResult;
 CommandResult run(const std::string& command) { return test::run_command(command); }
 
@@ -114,13 +151,7 @@ TEST_CASE("incremental decoding reproduces the full forward's logits at every po
     for (int t = 0; t < T; ++t) {
       const std::vector<double> step = generator.step(ids[size_t(t)]);
       REQUIRE(step.size() == size_t(kVocabValid));
-      double scale = 0, diff = 0;
-      for (int v = 0; v < kVocabValid; ++v) {
-        scale = std::max(scale, std::abs(reference[size_t(t)][size_t(v)]));
-        const double d = std::abs(step[size_t(v)] - reference[size_t(t)][size_t(v)]);
-        diff = std::isfinite(d) ? std::max(diff, d) : INFINITY;  // max() would skip a NaN
-      }
-      worst = std::max(worst, diff / scale);
+      worst = std::max(worst, relative_error(step, reference[size_t(t)]));
     }
     CHECK(generator.position() == T);
     CHECK(worst < 1e-10);
@@ -169,6 +200,59 @@ TEST_CASE("greedy generation equals argmax of the full forward re-run on the gro
   }
 }
 
+TEST_CASE("batched decoding: 3 different prompts together equal each decoded alone, token for token and logit for "
+          "logit (fp64)") {
+  const std::vector<ModelCase> cases = model_cases();
+  for (const ModelCase& mc : {cases[1], cases[3], cases[4]}) {  // pbb b=5 w=2, swa W=4, full only
+    CAPTURE(mc.name);
+    const Transformer model = make_model(mc.config, 17);
+    const int T = 9, count = 14;  // 23 positions: several pbb blocks and swa windows
+    Rng rng{5, 0, 0};
+    std::vector<std::vector<int32_t>> prompts(3, std::vector<int32_t>(T));
+    for (std::vector<int32_t>& prompt : prompts)
+      for (int32_t& id : prompt) id = int32_t(rng.below(kVocabValid));
+    const GreedyRun together = greedy_together(model, prompts, count);
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      CAPTURE(b);
+      const GreedyRun alone = greedy_together(model, {prompts[b]}, count);
+      CHECK(together.tokens[b] == alone.tokens[0]);
+      double worst = 0;
+      for (int i = 0; i < count; ++i)
+        worst = std::max(worst, relative_error(together.logits[b][size_t(i)], alone.logits[0][size_t(i)]));
+      CHECK(worst < 1e-10);
+    }
+    // Three different continuations: rows swapped anywhere in the batch would not match alone.
+    CHECK(together.tokens[0] != together.tokens[1]);
+    CHECK(together.tokens[0] != together.tokens[2]);
+    CHECK(together.tokens[1] != together.tokens[2]);
+
+    // generate() on the batch, and greedy_step() (the argmax read in the compute dtype), agree.
+    Generator batched(model, T + count, kVocabValid, 3);
+    Rng unused{1, 0, 0};
+    CHECK(batched.generate(prompts, count, SamplingOptions{}, unused) == together.tokens);
+    Generator stepped(model, T + count, kVocabValid, 3);
+    std::vector<int32_t> next_B;
+    for (const std::vector<double>& row : stepped.prefill(prompts)) next_B.push_back(argmax_valid(row));
+    for (int i = 1; i < count; ++i) {
+      next_B = stepped.greedy_step(next_B);
+      for (size_t b = 0; b < prompts.size(); ++b) CHECK(next_B[b] == together.tokens[b][size_t(i)]);
+    }
+    CHECK(stepped.batch() == 3);
+    CHECK(stepped.position() == T + count - 1);
+    for (const LayerCacheInfo& info : stepped.caches())  // each sequence its own rows
+      CHECK(info.bytes == 3 * size_t(info.slots) * mc.config.kv_heads() * mc.config.head_dim() * sizeof(double) * 2);
+
+    // Prompts of two lengths cannot be decoded in lockstep; a step feeds every sequence.
+    Generator refused(model, T + count, kVocabValid, 3);
+    std::vector<std::vector<int32_t>> ragged = prompts;
+    ragged[2].pop_back();
+    CHECK_THROWS_WITH_AS(refused.prefill(ragged), doctest::Contains("prompts of 9 and 8 tokens in one batch"), Error);
+    CHECK_THROWS_WITH_AS(refused.step(std::vector<int32_t>{1, 2}),
+                         doctest::Contains("2 tokens fed to a batch of 3 sequences"), Error);
+    CHECK_THROWS_WITH_AS(refused.step(1), doctest::Contains("1 tokens fed to a batch of 3 sequences"), Error);
+  }
+}
+
 TEST_CASE("decoding in f32 tracks forward(), and the full cache refuses positions past max_len") {
   const ModelCase mc = model_cases().front();
   Transformer model(mc.config, 7);  // f32 parameters, as trained
@@ -180,6 +264,10 @@ TEST_CASE("decoding in f32 tracks forward(), and the full cache refuses position
   NoGradGuard no_grad;
   const std::vector<float> ref = model.forward(Tensor::from_vector(ids, {1, 12})).value().to_vector<float>();
   for (int v = 0; v < kVocabValid; ++v) CHECK(last[size_t(v)] == doctest::Approx(ref[size_t(11 * kVocab + v)]).epsilon(1e-4));
+  // greedy_step reads the f32 logits as they are: the argmax of step()'s widened row.
+  Generator greedy(model, 12, kVocabValid);
+  for (size_t t = 0; t + 1 < ids.size(); ++t) greedy.greedy_step(std::span(&ids[t], 1));
+  CHECK(greedy.greedy_step(std::span(&ids.back(), 1)) == std::vector<int32_t>{argmax_valid(last)});
   CHECK_THROWS_WITH_AS(generator.step(0), doctest::Contains("max_len"), Error);
   CHECK_THROWS_WITH_AS(generator.step(kVocabValid), doctest::Contains("outside the vocabulary"), Error);
 }
@@ -295,5 +383,55 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   CHECK(no_cuda.exit_code != 0);
   CHECK(no_cuda.output.find("built without CUDA") != std::string::npos);
 #endif
+  fs::remove_all(dir);
+}
+
+TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with the decode rate and the KV bytes; bad "
+          "flags named") {
+  const fs::path dir = fs::temp_directory_path() / ("hylo_test_bench_generate_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string json = (dir / "generate.json").string();
+  const std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo bench generate";
+  const std::string tiny = std::string(HYLO_SOURCE_DIR) + "/configs/tiny.yaml";
+  const CommandResult ok =
+      run(hylo + " --config " + tiny + " --batch 1,2 --prompt 8 --new-tokens 4 --device cpu --json " + json);
+  REQUIRE_MESSAGE(ok.exit_code == 0, ok.output);
+  CHECK(ok.output.find("decode tok/s") != std::string::npos);
+  const nlohmann::json written = nlohmann::json::parse(read_file(json).value());
+  CHECK(written["bench"] == "generate");
+  CHECK(written["device"] == "cpu");
+  CHECK(written["settings"]["new_tokens"] == 4);
+  REQUIRE(written["rows"].size() == 2);
+  // tiny: layers LLLG, pbb b = 64, 4 kv heads of 8, f32: three 64-slot caches (72 rows each, see
+  // kv_row_stride) and a full cache of prompt + new tokens = 12 slots, k and v, per sequence.
+  const size_t kv_per_sequence = (3 * size_t(kv_row_stride(64)) + size_t(kv_row_stride(12))) * 4 * 8 * 4 * 2;
+  for (int B = 1; B <= 2; ++B) {
+    const nlohmann::json& row = written["rows"][size_t(B - 1)];
+    CAPTURE(row.dump());
+    CHECK(row["config"] == "tiny");
+    CHECK(row["device"] == "cpu");
+    CHECK(row["batch"] == B);
+    CHECK(row["prompt"] == 8);
+    CHECK(row["new_tokens"] == 4);
+    CHECK(row["prefill_s"].get<double>() >= 0);
+    const double decode_s = row["decode_s"].get<double>();
+    REQUIRE(decode_s > 0);
+    CHECK(row["decode_tok_s"].get<double>() == doctest::Approx(B * 4 / decode_s).epsilon(0.05));  // decode_s rounded
+    CHECK(row["ms_per_step"].get<double>() == doctest::Approx(1e3 * decode_s / 4).epsilon(0.05));
+    CHECK(row["kv_bytes"] == B * kv_per_sequence);
+  }
+  for (const auto& [flags, message] : {
+           std::pair{" --config " + tiny + " --batch 1,0", "bench generate: --batch needs a positive integer, got '0'"},
+           std::pair{" --config " + tiny + " --prompt 8,x", "bench generate: --prompt needs a number, got 'x'"},
+           std::pair{" --config " + tiny + " --new-tokens 0",
+                     "bench generate: --new-tokens needs a positive integer, got '0'"},
+           std::pair{" --config " + tiny + " --device tpu", "bench generate: --device must be cpu or cuda, got 'tpu'"},
+           std::pair{std::string(" --batch 1"), "bench generate: --config is required"},
+       }) {
+    CAPTURE(flags);
+    const CommandResult bad = run(hylo + flags);
+    CHECK(bad.exit_code == 2);
+    CHECK(bad.output == "hylo: error: " + std::string(message) + "\n");
+  }
   fs::remove_all(dir);
 }
