@@ -2,46 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <array>
 #include <limits>
 #include <unordered_map>
 
 #include "core/error.h"
 
 namespace hylo {
-
-namespace {
-
-// GPT-2's bytes_to_unicode: '!'..'~', '¡'..'¬' and '®'..'ÿ' are themselves; the rest, in byte
-// order, take the code points from U+0100 on.
-const std::array<uint32_t, 256>& gpt2_codepoints() {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> cp{};
-    uint32_t next = 256;
-    for (uint32_t b = 0; b < 256; ++b) {
-      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-      cp[b] = printable ? b : next++;
-    }
-    return cp;
-  }();
-  return table;
-}
-
-}  // namespace
-
-std::string gpt2_token_text(const std::string& bytes) {
-  std::string text;
-  for (unsigned char b : bytes) {
-    const uint32_t cp = gpt2_codepoints()[b];  // below U+0800: one or two UTF-8 bytes
-    if (cp < 0x80) {
-      text.push_back(char(cp));
-    } else {
-      text.push_back(char(0xC0 | (cp >> 6)));
-      text.push_back(char(0x80 | (cp & 0x3F)));
-    }
-  }
-  return text;
-}
 
 std::vector<std::string> bpe_merges(const data::Tokenizer& tokenizer) {
   const int32_t ordinary = tokenizer.end_of_text_id();  // the ranked tokens are the ids below it
@@ -67,7 +33,7 @@ std::vector<std::string> bpe_merges(const data::Tokenizer& tokenizer) {
     }
     HYLO_CHECK(parts.size() == 2 && rank_of.count(parts[0]) && rank_of.count(parts[1]),
                "tokenizer: token {} ({} bytes) is not the merge of two lower-ranked tokens", rank, token.size());
-    merges.push_back(gpt2_token_text(parts[0]) + " " + gpt2_token_text(parts[1]));
+    merges.push_back(data::gpt2_token_text(parts[0]) + " " + data::gpt2_token_text(parts[1]));
   }
   return merges;
 }
@@ -76,7 +42,7 @@ HfTokenizerFiles hf_tokenizer_files(const data::Tokenizer& tokenizer, int model_
   const int32_t eot = tokenizer.end_of_text_id();
   const std::string eot_text(data::kEndOfText);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
-  for (int32_t id = 0; id < eot; ++id) vocab[gpt2_token_text(tokenizer.token_bytes(id))] = id;
+  for (int32_t id = 0; id < eot; ++id) vocab[data::gpt2_token_text(tokenizer.token_bytes(id))] = id;
   vocab[eot_text] = eot;
   HYLO_CHECK(int(vocab.size()) == tokenizer.vocab_size(), "tokenizer: two ids spell the same token ({} of {} distinct)",
              vocab.size(), tokenizer.vocab_size());

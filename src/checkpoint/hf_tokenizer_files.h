@@ -3,9 +3,9 @@
 // AutoTokenizer reproduces hylo's ids.
 //
 // GPT-2 is byte-level BPE: each token is a byte string, written in vocab.json over GPT-2's
-// byte -> character mapping (printable bytes stand for themselves, the other 68 become
-// U+0100...U+0143 in byte order, so ' ' is 'Ġ'). tiktoken has no merge list: it merges the adjacent
-// pair whose concatenation has the lowest rank. The merge list that does the same is, for every
+// byte -> character mapping (data::gpt2_token_text: printable bytes stand for themselves, the
+// other 68 become U+0100...U+0143 in byte order, so ' ' is 'Ġ'). tiktoken has no merge list: it
+// merges the adjacent pair whose concatenation has the lowest rank. The merge list that does the same is, for every
 // token of two or more bytes in rank order, the two tokens that BPE over the token's own bytes,
 // with the ranks below the token's, ends on; for r50k_base this is GPT-2's vocab.bpe line for line.
 #pragma once
@@ -19,9 +19,6 @@ namespace hylo {
 struct HfTokenizerFiles {
   std::string vocab_json, merges_txt, tokenizer_config_json, special_tokens_map_json;
 };
-
-// The token's bytes over GPT-2's byte -> character mapping, as UTF-8.
-std::string gpt2_token_text(const std::string& bytes);
 
 // The merge list of `tokenizer`'s ranks, "left right" per line in rank order (no header).
 std::vector<std::string> bpe_merges(const data::Tokenizer& tokenizer);

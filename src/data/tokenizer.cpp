@@ -67,18 +67,6 @@ bool decode_base64(std::string_view text, std::string& out) {
   return !out.empty();
 }
 
-// GPT-2's reversible byte -> printable code point map: printable Latin-1 bytes map to themselves,
-// the other 68 bytes to U+0100 onwards, in byte order.
-std::array<uint32_t, 256> gpt2_byte_to_codepoint() {
-  std::array<uint32_t, 256> table{};
-  uint32_t next_extra = 256;
-  for (uint32_t b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    table[b] = printable ? b : next_extra++;
-  }
-  return table;
-}
-
 // Decodes a vocab string written in GPT-2's code-point alphabet back to raw bytes.
 bool gpt2_string_to_bytes(std::string_view text, const std::unordered_map<uint32_t, uint8_t>& byte_of,
                           std::string& out) {
@@ -106,6 +94,33 @@ struct PcreCodeDeleter {
 };
 
 }  // namespace
+
+const std::array<uint32_t, 256>& gpt2_byte_codepoints() {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> cp{};
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      cp[b] = printable ? b : next++;
+    }
+    return cp;
+  }();
+  return table;
+}
+
+std::string gpt2_token_text(std::string_view bytes) {
+  std::string text;
+  for (unsigned char b : bytes) {
+    const uint32_t cp = gpt2_byte_codepoints()[b];  // below U+0800: one or two UTF-8 bytes
+    if (cp < 0x80) {
+      text.push_back(char(cp));
+    } else {
+      text.push_back(char(0xC0 | (cp >> 6)));
+      text.push_back(char(0x80 | (cp & 0x3F)));
+    }
+  }
+  return text;
+}
 
 struct Tokenizer::Impl {
   std::string source;
@@ -432,8 +447,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   impl->use_merge_list = true;
 
   std::unordered_map<uint32_t, uint8_t> byte_of_codepoint;
-  auto codepoint_of_byte = gpt2_byte_to_codepoint();
-  for (int b = 0; b < 256; ++b) byte_of_codepoint[codepoint_of_byte[b]] = uint8_t(b);
+  for (int b = 0; b < 256; ++b) byte_of_codepoint[gpt2_byte_codepoints()[b]] = uint8_t(b);
 
   nlohmann::json encoder;
   try {
@@ -464,11 +478,8 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   for (size_t id = 0; id < impl->bytes_of.size(); ++id)
     HYLO_CHECK(!impl->bytes_of[id].empty(), "{}: no token has id {}", encoder_json, id);
   for (int b = 0; b < 256; ++b) {
-    std::string single;
-    uint32_t cp = codepoint_of_byte[b];
-    if (cp < 0x80) single.push_back(char(cp));
-    else single = {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
-    auto it = id_of.find(single);
+    const char byte = char(b);
+    auto it = id_of.find(gpt2_token_text(std::string_view(&byte, 1)));
     HYLO_CHECK(it != id_of.end(), "{}: byte {} has no token", encoder_json, b);
     impl->id_of_byte[b] = it->second;
   }

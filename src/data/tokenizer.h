@@ -8,6 +8,7 @@
 //     byte<->unicode mapping), encoded with the original merge-list algorithm. It exists so a test
 //     can check the two routes agree id for id; it is slower and nothing else should use it.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -70,6 +71,13 @@ class TokenEncoder {
   std::shared_ptr<const Tokenizer::Impl> impl_;
   std::unique_ptr<State> state_;
 };
+
+// GPT-2's bytes_to_unicode, the alphabet encoder.json and Hugging Face's vocab.json spell tokens in:
+// '!'..'~', '¡'..'¬' and '®'..'ÿ' stand for themselves, the other 68 bytes, in byte order, take
+// the code points from U+0100 on (so ' ' is 'Ġ'). Indexed by byte.
+const std::array<uint32_t, 256>& gpt2_byte_codepoints();
+// `bytes` over that mapping, as UTF-8 (each byte becomes one or two UTF-8 bytes).
+std::string gpt2_token_text(std::string_view bytes);
 
 // Byte offset of the first invalid UTF-8 sequence (overlong forms, surrogates and code points
 // above U+10FFFF are invalid too), or npos if `text` is valid.
