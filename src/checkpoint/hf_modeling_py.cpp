@@ -130,26 +130,25 @@ def _moe_layers(model, config):
                 layer.mlp = HyloMoe(config)
 
 
-class HyloForCausalLM(modeling_smollm3.SmolLM3ForCausalLM):
+class _HyloCausalLM:
+    """What hylo adds to a base causal LM; listed before the base, so that its attributes win: no
+    FlashAttention (it would apply the bare sliding window, not PBB) and the MoE FFNs."""
+
+    _supports_flash_attn = False
+    _supports_flash_attn_2 = False
+
+    def __init__(self, config):
+        super().__init__(config)
+        _moe_layers(self, config)
+        self.post_init()
+
+
+class HyloForCausalLM(_HyloCausalLM, modeling_smollm3.SmolLM3ForCausalLM):
     config_class = HyloConfig
-    _supports_flash_attn = False
-    _supports_flash_attn_2 = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        _moe_layers(self, config)
-        self.post_init()
 
 
-class HyloQkNormForCausalLM(modeling_qwen3.Qwen3ForCausalLM):
+class HyloQkNormForCausalLM(_HyloCausalLM, modeling_qwen3.Qwen3ForCausalLM):
     config_class = HyloQkNormConfig
-    _supports_flash_attn = False
-    _supports_flash_attn_2 = False
-
-    def __init__(self, config):
-        super().__init__(config)
-        _moe_layers(self, config)
-        self.post_init()
 )py";
 }
 
