@@ -16,6 +16,7 @@
 #include "parallel/expert_dispatch.h"
 #include "parallel/layout.h"
 #include "parallel/single_process.h"
+#include "pretend_ranks.h"
 #include "small_model.h"
 #include "train/step.h"
 
@@ -23,24 +24,7 @@ using namespace hylo;
 
 namespace {
 
-// A communicator that only claims to be rank `rank` of `size`: layouts of ep = 1 read nothing else.
-class PretendRanks final : public dist::Communicator {
- public:
-  PretendRanks(int rank, int size) {
-    rank_ = rank;
-    size_ = size;
-  }
-  void start_sum(std::vector<Tensor>) override {}
-  void start_reduce_scatter(Tensor) override {}
-  void wait() override {}
-  void all_gather(Tensor) override {}
-  void sum(std::span<double>) override {}
-  void sum(std::span<int64_t>) override {}
-  std::vector<uint64_t> all_gather(std::span<const uint64_t> v) override { return {v.begin(), v.end()}; }
-  Tensor all_to_all(const Tensor& send, std::span<const int64_t>, std::span<const int64_t>) override { return send; }
-  std::vector<int64_t> all_to_all(std::span<const int64_t> v) override { return {v.begin(), v.end()}; }
-  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
-};
+using test::PretendRanks;
 
 ModelConfig moe_config() {
   ModelConfig c = test::small_hybrid(29);

@@ -9,6 +9,7 @@
 
 #include "parallel/single_process.h"
 #include "nn/transformer.h"
+#include "pretend_ranks.h"
 #include "small_model.h"
 #include "config/config.h"
 #include "nn/flops.h"
@@ -20,24 +21,7 @@ using namespace hylo;
 
 namespace {
 
-// A communicator that only claims to be rank `rank` of `size`: the layout reads nothing else.
-class PretendRanks final : public dist::Communicator {
- public:
-  PretendRanks(int rank, int size) {
-    rank_ = rank;
-    size_ = size;
-  }
-  void start_sum(std::vector<Tensor>) override {}
-  void start_reduce_scatter(Tensor) override {}
-  void wait() override {}
-  void all_gather(Tensor) override {}
-  void sum(std::span<double>) override {}
-  void sum(std::span<int64_t>) override {}
-  std::vector<uint64_t> all_gather(std::span<const uint64_t> v) override { return {v.begin(), v.end()}; }
-  Tensor all_to_all(const Tensor& send, std::span<const int64_t>, std::span<const int64_t>) override { return send; }
-  std::vector<int64_t> all_to_all(std::span<const int64_t> v) override { return {v.begin(), v.end()}; }
-  std::unique_ptr<Communicator> split(int, int) override { return nullptr; }
-};
+using test::PretendRanks;
 
 // Rank r of `ranks` in a layout of expert-parallel degree `ep`, as ParallelLayout splits them:
 // expert group r / ep (rank r % ep in it), expert replicas r % ep (rank r / ep in them).
