@@ -4,7 +4,6 @@
 // few; the ids do not depend on the worker count; bad input is refused naming the file (and line)
 // with the output folder left as it was. And `hylo data import` of llm.c / nanoGPT token files.
 #include <doctest/doctest.h>
-#include <unistd.h>
 #include <zlib.h>
 #include <zstd.h>
 
@@ -20,25 +19,16 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "error_of.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hylo::data;
+using hylo::test::TempDir;
 using hylo::test::error_of;
 
 namespace {
 
 const std::string kRankFile = HYLO_SOURCE_DIR "/data/tokenizer/r50k_base.tiktoken";
-
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("hylo_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 const Tokenizer& tokenizer() {
   static const Tokenizer t = Tokenizer::from_tiktoken(kRankFile);

@@ -2,7 +2,6 @@
 // wrong magic, damaged header, ids outside the vocab) is refused with a message naming the file.
 // Also the foreign token files read directly: llm.c's and nanoGPT's.
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -11,26 +10,16 @@
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace hylo::data;
+using hylo::test::TempDir;
 
 namespace {
 
 // doctest's Contains takes its own string type; this builds one from a std::string.
 doctest::Contains has(const std::string& text) { return doctest::Contains(text.c_str()); }
-
-// A fresh folder per test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  explicit TempDir(const std::string& tag)
-      : path(fs::temp_directory_path() / ("hylo_" + tag + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 std::vector<int32_t> sample_tokens(size_t n, int32_t vocab) {
   std::vector<int32_t> tokens(n);
