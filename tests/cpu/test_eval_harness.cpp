@@ -9,11 +9,12 @@
 #include <fstream>
 #include <numbers>
 #include <numeric>
-#include <unistd.h>
 
 #include "error_of.h"
 #include "model_checkpoint_fixture.h"
+#include "peaked_model.h"
 #include "run_command.h"
+#include "temp_dir.h"
 #include "autograd/variable.h"
 #include "config/config.h"
 #include "data/tokenizer.h"
@@ -36,33 +37,17 @@ const data::Tokenizer& tokenizer() {
 
 // A small model over GPT-2's padded vocabulary with peaked, input-dependent predictions.
 const Transformer& model() {
-  static const Transformer m = [] {
-    ModelConfig c;
-    c.vocab_size = 50304;
-    c.d_model = 16;
-    c.n_layers = 2;
-    c.n_heads = 2;
-    c.ffn_hidden = 32;
-    c.pattern = "LG";
-    c.local = {"pbb", 0, 4, 2};
-    c.init_std = 0.5;
-    return Transformer(c, 21);
-  }();
+  static const Transformer m(test::peaked_hybrid(50304), 21);
   return m;
 }
 
 constexpr int kValid = 50257;
 
-struct Scratch {
-  fs::path dir;
-  explicit Scratch(const std::string& name) {
-    dir = fs::temp_directory_path() / ("hylo_test_" + name + "_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~Scratch() { fs::remove_all(dir); }
+// The test case's folder, hylo_test_<name>_<pid>, and files written into it.
+struct Scratch : test::TempDir {
+  explicit Scratch(const std::string& name) : TempDir("test_" + name) {}
   std::string write(const std::string& name, const std::string& text) const {
-    const std::string path = (dir / name).string();
+    const std::string path = file(name);
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
@@ -475,7 +460,7 @@ TEST_CASE("bad task and text files: one-line errors naming the file, the line an
     const std::string path = s.write(task + ".jsonl", content);
     return test::error_of([&] { read_task(task, path); });
   };
-  const std::string dir = s.dir.string() + "/";
+  const std::string dir = s.path.string() + "/";
   CHECK(error("hellaswag", "{\"activity_label\": \"x\", \"ctx\": \"y\", \"label\": 0}\n") ==
         dir + "hellaswag.jsonl:1: missing key 'endings'");
   CHECK(error("piqa", "{\"goal\": \"g\", \"sol1\": \"a\", \"sol2\": \"b\", \"label\": 0}\n{\"goal\": \"g\", \"sol1\": \n") ==
@@ -518,11 +503,11 @@ TEST_CASE("hylo eval --tasks ppl,NAME=FILE: lm-eval's results JSON with the libr
   config.model = model().config();
   config.train.seq_len = 24;
   config.train.batch_size = 2;
-  config.data.train = config.data.val = (s.dir / "unused.bin").string();
+  config.data.train = config.data.val = (s.path / "unused.bin").string();
   config.device = "cpu";
   validate(config);
   Transformer m(config.model, 21);  // the same weights as model()
-  test::write_model_checkpoint((s.dir / "run").string(), config, m, 7);
+  test::write_model_checkpoint((s.path / "run").string(), config, m, 7);
   const std::string text = s.write("t.txt", "It was the best of times, it was the worst of times, it was the age of "
                                             "wisdom, it was the age of foolishness.\n");
   const std::string piqa = s.write("piqa.jsonl",
@@ -531,9 +516,9 @@ TEST_CASE("hylo eval --tasks ppl,NAME=FILE: lm-eval's results JSON with the libr
                                    "{\"goal\": \"cut bread\", \"sol1\": \"use a knife\", \"sol2\": \"use a cloud\", \"label\": 0}\n");
   const std::string lambada = s.write("lambada.jsonl", "{\"text\": \"the cat sat on the mat\"}\n{\"text\": \"a b c d\"}\n");
   const std::string tokenizer_path = std::string(HYLO_SOURCE_DIR) + "/data/tokenizer/r50k_base.tiktoken";
-  const std::string base = std::string(HYLO_BINARY_DIR) + "/hylo eval " + (s.dir / "run").string() +
+  const std::string base = std::string(HYLO_BINARY_DIR) + "/hylo eval " + (s.path / "run").string() +
                            " --tokenizer " + tokenizer_path + " --batch-size 2";
-  const std::string json_path = (s.dir / "results.json").string();
+  const std::string json_path = (s.path / "results.json").string();
   const test::CommandResult ok = test::run_command(base + " --tasks ppl,piqa=" + piqa + ",lambada_openai=" + lambada +
                                                    " --text " + text + " --bootstrap-iters 50 --json " + json_path);
   REQUIRE_MESSAGE(ok.exit_code == 0, ok.output);
@@ -564,7 +549,7 @@ TEST_CASE("hylo eval --tasks ppl,NAME=FILE: lm-eval's results JSON with the libr
   CHECK(nlohmann::json::parse(in2)["n-samples"]["piqa"]["effective"] == 2);
 
   // Usage errors (exit 2) and bad files (exit 1) before any model work; no JSON written.
-  const std::string none = (s.dir / "none.json").string();
+  const std::string none = (s.path / "none.json").string();
   const test::CommandResult no_file = test::run_command(base + " --tasks val,hellaswag --json " + none);
   CHECK(no_file.exit_code == 2);
   CHECK(no_file.output.find("hellaswag needs its file: hellaswag=PATH") != std::string::npos);
@@ -578,7 +563,7 @@ TEST_CASE("hylo eval --tasks ppl,NAME=FILE: lm-eval's results JSON with the libr
   CHECK(bad_line.exit_code == 1);
   CHECK(bad_line.output.find(bad + ":2: missing key 'sol2'") != std::string::npos);
   CHECK(bad_line.output.find("bits/byte") == std::string::npos);  // ppl did not run first
-  const test::CommandResult no_heldout = test::run_command("cd " + s.dir.string() + " && " + base + " --tasks ppl");
+  const test::CommandResult no_heldout = test::run_command("cd " + s.path.string() + " && " + base + " --tasks ppl");
   CHECK(no_heldout.exit_code == 1);
   CHECK(no_heldout.output.find("data/raw/heldout/devil.txt is missing (scripts/fetch_data.sh --heldout") !=
         std::string::npos);

@@ -8,12 +8,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "model_checkpoint_fixture.h"
+#include "peaked_model.h"
 #include "run_command.h"
+#include "temp_dir.h"
 #include "autograd/variable.h"
 #include "core/rng.h"
 #include "data/shard.h"
@@ -36,15 +37,10 @@ const data::Tokenizer& tokenizer() {
   return t;
 }
 
-struct ScratchDir {
-  fs::path dir;
-  explicit ScratchDir(const std::string& name) {
-    dir = fs::temp_directory_path() / ("hylo_test_" + name + "_" + std::to_string(getpid()));
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-  }
-  ~ScratchDir() { fs::remove_all(dir); }
-  std::string operator/(const std::string& name) const { return (dir / name).string(); }
+// The test case's folder, hylo_test_<name>_<pid>; scratch / "f" is the path of its file f.
+struct ScratchDir : test::TempDir {
+  explicit ScratchDir(const std::string& name) : TempDir("test_" + name) {}
+  std::string operator/(const std::string& name) const { return file(name); }
 };
 
 // Seeded prose over a small word list: sentences end in '.', '!' or '?', some with a capitalized
@@ -214,16 +210,7 @@ TEST_CASE("retrieval scoring: an induction oracle scores 100%, a uniform model 0
 }
 
 TEST_CASE("score_sequences: batched scores equal score_span over one sequence's own forward rows") {
-  ModelConfig c;
-  c.vocab_size = 40;
-  c.d_model = 16;
-  c.n_layers = 2;
-  c.n_heads = 2;
-  c.ffn_hidden = 32;
-  c.pattern = "LG";
-  c.local = {"pbb", 0, 4, 2};
-  c.init_std = 0.5;  // a peaked, input-dependent distribution
-  const Transformer model(c, 11);
+  const Transformer model(test::peaked_hybrid(40), 11);
   Rng rng{2, 0, 0};
   std::vector<ScoredSequence> sequences;
   for (int s = 0; s < 5; ++s) {
