@@ -386,7 +386,7 @@ TEST_CASE("hylo generate: greedy output from a hand-built checkpoint is determin
   fs::remove_all(dir);
 }
 
-TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with the decode rate and the KV bytes; bad "
+TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with the decode rate and the KV bytes, and bad "
           "flags named") {
   const fs::path dir = fs::temp_directory_path() / ("hylo_test_bench_generate_" + std::to_string(getpid()));
   fs::create_directories(dir);
