@@ -14,7 +14,11 @@ hylo=$(realpath "$1")
 src=$(realpath "$2")
 cd "$src"
 
-fail() { echo "test_cluster: FAILED: $*" >&2; exit 1; }
+fail() {
+  echo "test_cluster: FAILED: $*" >&2
+  for log in "$HYLO_SLURM_DIR"/log/slurm{ctld,d}.log; do echo "--- the end of $log" >&2; tail -n 25 "$log" >&2 2>/dev/null; done
+  exit 1
+}
 say() { echo "test_cluster: [${SECONDS}s] $*"; }
 [ "$(id -u)" -eq 0 ] || { echo "test_cluster: skipped: the test cluster's daemons need root"; exit 77; }
 command -v slurmctld >/dev/null || { echo "test_cluster: skipped: no slurm-wlm (scripts/install_deps.sh --slurm)"; exit 77; }
@@ -76,6 +80,11 @@ for _ in $(seq 600); do
   scontrol show job -o "${array}_0" | grep -q 'Restarts=1' && [ "$(job_state "${array}_0")" = "PENDING " ] && break
   sleep 0.1
 done
+# ... but only once the node has let go of its first run: one run of this test in five here saw the
+# requeued task FAILED without a second start, most likely launched while its first run's
+# slurmstepd was still cleaning up.
+task0=$(scontrol show job -o "${array}_0" | sed -n 's/^JobId=\([0-9]*\).*/\1/p')
+for _ in $(seq 100); do pgrep -f "slurmstepd: \[$task0\." >/dev/null || break; sleep 0.1; done
 scontrol update JobId="${array}_0" StartTime=now || fail "task 0 was not requeued: $(job_state "${array}_0")"
 say "task 0 requeued"
 
