@@ -137,6 +137,10 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
   std::condition_variable changed;
   std::deque<std::unique_ptr<TokenizedBatch>> todo, spare;
   std::map<uint64_t, std::unique_ptr<TokenizedBatch>> done;
+  // A batch that failed to tokenize waits here for its turn, so that the error reported is the
+  // first in input order whatever the workers' timing (a later batch can fail first).
+  std::map<uint64_t, std::exception_ptr> done_failed;
+  std::exception_ptr read_error;  // raised once every batch read before it is consumed
   std::deque<uint64_t> todo_index;
   size_t live = 0;  // batches handed out by the reader and not yet consumed
   uint64_t batches = 0;
@@ -172,7 +176,8 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
         changed.notify_all();
       }
     } catch (...) {
-      fail(std::current_exception());
+      std::lock_guard lock(mutex);
+      read_error = std::current_exception();
     }
     std::lock_guard lock(mutex);
     reading = false;
@@ -196,9 +201,17 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
             todo.pop_front();
             todo_index.pop_front();
           }
-          tokenize_batch(*batch, reader, encoder, options.text_key);
+          std::exception_ptr batch_error;
+          try {
+            tokenize_batch(*batch, reader, encoder, options.text_key);
+          } catch (...) {
+            batch_error = std::current_exception();
+          }
           std::lock_guard lock(mutex);
-          done.emplace(index, std::move(batch));
+          if (batch_error)
+            done_failed.emplace(index, batch_error);
+          else
+            done.emplace(index, std::move(batch));
           changed.notify_all();
         }
       } catch (...) {
@@ -212,8 +225,15 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
       std::unique_ptr<TokenizedBatch> batch;
       {
         std::unique_lock lock(mutex);
-        changed.wait(lock, [&] { return failed || done.count(next) || (!reading && next == batches); });
-        if (failed || !done.count(next)) break;
+        changed.wait(lock, [&] {
+          return failed || done.count(next) || done_failed.count(next) || (!reading && next == batches);
+        });
+        if (failed) break;
+        if (done_failed.count(next)) std::rethrow_exception(done_failed.at(next));
+        if (!done.count(next)) {
+          if (read_error) std::rethrow_exception(read_error);
+          break;
+        }
         batch = std::move(done.at(next));
         done.erase(next);
       }
