@@ -319,6 +319,25 @@ TEST_CASE("data prepare: --val-docs takes exactly that many documents, globs wor
   CHECK(error_of([&] { prepare_corpus(o); }).find("--val-docs 90 leaves no training documents") != std::string::npos);
 }
 
+TEST_CASE("data prepare: with bad lines in several batches, the first in input order is the one named") {
+  // Batch 0 is lines 1 to ~9,940 (a line's bytes, newline aside, count), bad only at 9,901; batch 1,
+  // the file's last ~35 lines, is read at once and bad from 9,960. Its worker fails long before
+  // batch 0's has tokenized 9,900 good lines: the pipeline before a6b1b43, which reported the first
+  // failure in time, named line 9,960 in 3 of 3 runs here.
+  TempDir dir("prepare_order");
+  std::string lines;
+  for (int i = 1; i <= 9975; ++i) {
+    const bool bad = i == 9901 || i >= 9960;
+    lines += bad ? fmt::format("{{\"body\": \"line {}\"}}\n", i)
+                 : fmt::format("{{\"text\": \"Line {:05d} of a corpus, long enough to make a megabyte of batches.\"}}\n", i);  // 78 bytes
+  }
+  write(dir.file("order.jsonl"), lines);
+  CorpusOptions o = options_for({dir.file("order.jsonl")}, dir);
+  o.batch_bytes = 9940 * 78;
+  const std::string message = error_of([&] { prepare_corpus(o); });
+  CHECK_MESSAGE(message.find(dir.file("order.jsonl") + ":9901: no \"text\" key") != std::string::npos, message);
+}
+
 TEST_CASE("data prepare: bad input names the file and line, and leaves the output as it was") {
   TempDir dir("prepare_bad");
   write(dir.file("good.jsonl"), jsonl_of(sample_documents(30)));
