@@ -301,6 +301,9 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       # cores. data/bench_corpus/sample.jsonl.zst (carried) is repeated PREPARE_REPEAT times: zstd
       # frames concatenate, so the repeated file is a valid .zst of the repeated documents.
       mkdir -p /tmp/prep && rm -f /tmp/prep/corpus.jsonl.zst
+      # Cores against hardware threads: what "16 workers" can mean on this host.
+      echo "prepare: host $(nproc) CPUs; $(lscpu 2>/dev/null | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\))' |
+        sed 's/  */ /g' | tr '\n' ';')" | tee -a "$summary"
       for _ in $(seq "${PREPARE_REPEAT:-20}"); do cat data/bench_corpus/sample.jsonl.zst >>/tmp/prep/corpus.jsonl.zst; done
       bytes=$(($(cat data/bench_corpus/sample.bytes) * ${PREPARE_REPEAT:-20}))  # uncompressed, counted where it was made
       for w in ${PREPARE_WORKERS:-1 2 4 8 16}; do

@@ -1,10 +1,11 @@
-// Tensor views/copies, dtype conversion, Philox determinism and the autograd tape.
+// Tensor views/copies, dtype conversion, Philox determinism, SHA-256 and the autograd tape.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
 #include "autograd/variable.h"
 #include "core/rng.h"
+#include "core/sha256.h"
 #include "core/tensor.h"
 
 using namespace hylo;
@@ -86,6 +87,20 @@ Var total(const Var& x) {
   });
 }
 }  // namespace
+
+TEST_CASE("SHA-256 gives FIPS 180-4's digests, fed whole or in pieces") {
+  CHECK(Sha256().hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  Sha256 abc;
+  abc.update("abc");
+  CHECK(abc.hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  // A million 'a' fed in uneven pieces crosses the 64-byte block edge at every offset.
+  const std::string million(1000000, 'a');
+  Sha256 pieces;
+  for (size_t at = 0, step = 1; at < million.size(); at += step, step = step % 97 + 1)
+    pieces.update(std::string_view(million).substr(at, step));
+  pieces.update(nullptr, 0);
+  CHECK(pieces.hex() == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
 
 TEST_CASE("autograd: shared inputs accumulate, leaves keep grads across backward, hooks fire once") {
   Var x(Tensor::from_vector<double>({1, 2, 3}, {3}), true, "x");
