@@ -50,7 +50,9 @@
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
 #           peer at the same width (d 2560, 24 layers, 20 heads, SwiGLU 6912) in the same call;
-#           $DENSE2B_CONFIGS, $DENSE2B_RECOMPUTE and $DENSE2B_PEER (torch variants) narrow it
+#           $DENSE2B_CONFIGS, $DENSE2B_RECOMPUTE and $DENSE2B_PEER (torch variants) narrow it;
+#           $DENSE2B_SET="k=v ..." goes to every hylo run as --set (e.g. train.micro_batch_size=8 on an
+#           H100's 80 GB, where the peer halves its batch itself)
 #   torch   the PyTorch peer (shared/peers/torch_ref.py train) on the same three models
 #   moe     hylo bench moe (expert GEMMs) and bench train on configs/moe-{8e,2b}-pbb.yaml with
 #           each expert-GEMM path of $MOE_PATHS (default: grouped loop)
@@ -85,7 +87,9 @@
 #           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
 #           ABLATION_SET="k=v k=v" (values without spaces): each passed on as --set.
 #           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
-#           then `hylo report` over them all into pooled/. Sweeps on every source (hybrids-*-all,
+#           then `hylo report` over them all into pooled/. ABLATION_ONLY="0,3": only these points
+#           (`hylo sweep --only`), to split one sweep across calls. ABLATION_TASKS: the eval tasks
+#           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry). Sweeps on every source (hybrids-*-all,
 #           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB)
@@ -351,9 +355,12 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
     dense2b)
       # issue 37 goal 4: the dense 2B hybrids (configs/2b-*.yaml), 16 x 2048, without and with
       # activation recompute (its cost), then the PyTorch peer at the same width in the same call.
+      dense2b_sets=()
+      for kv in ${DENSE2B_SET:-}; do dense2b_sets+=(--set "$kv"); done
       for cfg in ${DENSE2B_CONFIGS:-2b-pbb 2b-full}; do
         for rc in ${DENSE2B_RECOMPUTE:-false true}; do
           timeout 300 $hylo bench train configs/$cfg.yaml --steps 8 --warmup 3 --set train.recompute=$rc \
+            ${dense2b_sets[@]+"${dense2b_sets[@]}"} \
             --json "$OUT/bench_train_${cfg}_recompute_$rc.json" 2>&1 |
             tee "$OUT/bench_train_${cfg}_recompute_$rc.log" | tail -1 | sed "s/^/$cfg recompute $rc: /" | tee -a "$summary"
         done
@@ -493,10 +500,11 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
         dir=$sweeps seed_set=()
         [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed")
         $hylo sweep "experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} \
-          ${seed_set[@]+"${seed_set[@]}"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
+          ${seed_set[@]+"${seed_set[@]}"} ${ABLATION_ONLY:+--only "$ABLATION_ONLY"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
         for run in "$dir/$sweep"/*/; do
           echo "-- eval $(basename "$run")" | tee -a "$summary"
-          $hylo eval "$run" --tasks val,retrieval,lastword --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
+          $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" --json "$run/eval.json" 2>&1 | tail -24 |
+            tee -a "$summary"
         done
         $hylo report "$dir/$sweep" 2>&1 | tail -6 | tee -a "$summary"
         # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after

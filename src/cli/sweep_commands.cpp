@@ -22,6 +22,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_flag("--submit", o->submit, "with --slurm: sbatch the array job")->needs(slurm);
   cmd->add_option("--out", o->out, "where the sweep's directory goes");
   cmd->add_flag("--dry-run", o->dry_run, "print the points (with --slurm, the script too) and stop");
+  cmd->add_option("--only", o->only, "run only these point indices (the NN of NN_name), e.g. --only 0,3")
+      ->delimiter(',')
+      ->excludes(slurm);
   SlurmSettings& s = o->slurm_flags;
   for (auto [flag, field] : {std::pair{"--partition", &s.partition}, {"--account", &s.account}, {"--qos", &s.qos},
                              {"--time", &s.time}, {"--mem", &s.mem}})

@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "data/loader.h"
-#include "train/step_batch.h"
+#include "data/step_batch.h"
 
 namespace hylo {
 

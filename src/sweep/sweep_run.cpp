@@ -144,14 +144,19 @@ int run_sweep(const SweepRunOptions& o) {
   const std::vector<Config> configs = check_sweep_configs(spec);
   const fs::path sweep_dir = fs::path(o.out) / spec.name;
   std::vector<PlannedRun> runs = plan_runs(spec, configs, sweep_dir);
+  for (int index : o.only)
+    HYLO_CHECK(index >= 0 && size_t(index) < runs.size(), "sweep: --only {}: {} has points 0 to {}", index, o.file,
+               runs.size() - 1);
+  const auto selected = [&](size_t i) { return o.only.empty() || std::ranges::count(o.only, int(i)) > 0; };
 
   fmt::print("sweep {}: {} points from {} into {}\n", spec.name, runs.size(), spec.base, sweep_dir.string());
   if (!cli_set.empty()) fmt::print("  every point also: {}\n", fmt::join(cli_set, " "));
-  for (const PlannedRun& run : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const PlannedRun& run = runs[i];
     std::string overrides;
     for (const auto& [k, v] : run.point->varied) overrides += fmt::format("{}{}={}", overrides.empty() ? "" : " ", k, v);
     fmt::print("  {:<32} {}{}\n", run.point->name, overrides,
-               run.finished ? "  (finished)" : run.running ? "  (running)" : "");
+               run.finished ? "  (finished)" : run.running ? "  (running)" : !selected(i) ? "  (not in --only)" : "");
   }
   HYLO_CHECK(!o.submit || o.slurm, "sweep: --submit goes with --slurm");
   if (o.slurm) return slurm_sweep(o, spec, configs, runs, sweep_dir);
@@ -161,7 +166,9 @@ int run_sweep(const SweepRunOptions& o) {
   const std::string json_path = (sweep_dir / "sweep.json").string();
   write_file_atomic(json_path, sweep_json(spec, runs, /*slurm=*/false));
   int failed = 0;
-  for (PlannedRun& run : runs) {
+  for (size_t i = 0; i < runs.size(); ++i) {
+    PlannedRun& run = runs[i];
+    if (!selected(i)) continue;
     if (run.finished || run.running) {
       fmt::print("sweep: {} already {}, skipping\n", run.point->name, run.finished ? "finished" : "running");
       continue;

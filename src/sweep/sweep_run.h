@@ -20,6 +20,7 @@ struct SweepRunOptions {
   bool slurm = false;            // write the array job instead of running here
   bool submit = false;           // --slurm: and sbatch it
   bool dry_run = false;          // print the plan (and with --slurm the script) only
+  std::vector<int> only;         // --only: run just these point indices here (a sweep split across machines)
   SlurmSettings slurm_flags;     // --partition ...: over the sweep file's `slurm:`
 };
 

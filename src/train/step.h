@@ -16,7 +16,7 @@
 #include "parallel/gradient_sync.h"
 #include "parallel/layout.h"
 #include "parallel/zero.h"
-#include "train/step_batch.h"
+#include "data/step_batch.h"
 
 namespace hylo {
 

@@ -159,6 +159,25 @@ TEST_CASE("sweep --dry-run lists the points and runs nothing") {
   CHECK(!fs::exists(ws.dir / "out"));
 }
 
+TEST_CASE("sweep --only runs just the named points, and a later call the others") {
+  SweepWorkspace ws("only");
+  const std::string path = ws.sweep("o.yaml", "name: o\ngrid: {train.lr: [0.001, 0.002, 0.003]}\n");
+  const auto first = ws.succeeds("sweep " + path + " --local --only 0,2 --out out");
+  CHECK(first.output.find("01_lr-0.002") != std::string::npos);
+  CHECK(first.output.find("(not in --only)") != std::string::npos);
+  CHECK(fs::exists(ws.dir / "out/o/00_lr-0.001/checkpoints/step_5.h5"));
+  CHECK(!fs::exists(ws.dir / "out/o/01_lr-0.002"));
+  CHECK(fs::exists(ws.dir / "out/o/02_lr-0.003/checkpoints/step_5.h5"));
+  const auto second = ws.succeeds("sweep " + path + " --local --only=1 --out out");
+  CHECK(second.output.find("sweep: running 01_lr-0.002") != std::string::npos);
+  CHECK(second.output.find("sweep: running 00_") == std::string::npos);
+  CHECK(fs::exists(ws.dir / "out/o/01_lr-0.002/checkpoints/step_5.h5"));
+
+  const auto bad = ws.run("sweep " + path + " --local --only 3 --out out");
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("--only 3: " + path + " has points 0 to 2") != std::string::npos);
+}
+
 TEST_CASE("sweep --local runs each point once, skips finished ones, and report tabulates them") {
   SweepWorkspace ws("local");
   const std::string path = ws.sweep("l.yaml", "name: l\ngrid: {model.local.kind: [pbb, swa]}\nset: {model.local.window: 8}\n");

@@ -24,7 +24,7 @@
 #include "kernels/rope/rope.h"
 #include "nn/transformer.h"
 #include "optim/optimizer.h"
-#include "train/step_batch.h"
+#include "data/step_batch.h"
 
 using namespace hylo;
 using namespace hylo::test;

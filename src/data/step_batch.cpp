@@ -1,4 +1,4 @@
-#include "train/step_batch.h"
+#include "data/step_batch.h"
 
 namespace hylo {
 
