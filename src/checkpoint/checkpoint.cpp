@@ -88,12 +88,13 @@ DTypeInfo dtype_info(DType t) {
     case DType::bf16: return {"bf16", t, H5T_STD_U16LE, H5T_NATIVE_UINT16};
     case DType::i32: return {"i32", t, H5T_STD_I32LE, H5T_NATIVE_INT32};
     case DType::i64: return {"i64", t, H5T_STD_I64LE, H5T_NATIVE_INT64};
+    case DType::u8: return {"u8", t, H5T_STD_U8LE, H5T_NATIVE_UINT8};
   }
   HYLO_FAIL("checkpoint: unknown dtype {}", int(t));
 }
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64})
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64, DType::u8})
     if (name == dtype_info(t).name) return t;
   return std::nullopt;
 }
