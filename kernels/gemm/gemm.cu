@@ -51,6 +51,7 @@ struct Plan {
 // the same algorithm for the same size. Dense shapes are multiples already and are planned exactly.
 constexpr int kPlanBucket = 64;
 PlanKey plan_key(PlanKey k) {
+  if (k.a_type != CUDA_R_16BF) return k;  // FP8 GEMMs are dense and have no fallback: planned exactly
   auto bucket = [](int x) { return (x + kPlanBucket - 1) / kPlanBucket * kPlanBucket; };
   if (!k.trans_a) k.M = bucket(k.M);
   if (k.trans_a && !k.trans_b) k.K = bucket(k.K);
