@@ -46,6 +46,10 @@
 #   attn_span  pbb(b, 128) against swa(b / 2), b = 512, 1024, 2048 (equal key tiles per query
 #           tile), hd 64/128, T 4096/16384: per-visited-pair ratios (scripts/attention_pair_ratio.py)
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
+#   fp8     train.precision: fp8 against bf16: hylo bench train on configs/205m-pbb.yaml in bf16 and
+#           with --set train.precision=fp8, then the PyTorch peer on the same model (pbb, 12 layers)
+#   fp8_loss  configs/small.yaml for ${FP8_STEPS:-2000} steps, seeds 0 1 2, in bf16 and fp8 on the same
+#           data: each run's final val loss into the summary, its metrics.jsonl into $OUT
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
@@ -347,6 +351,30 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
       for cfg in 205m-pbb 205m-swa 205m-full; do
         $hylo bench train configs/$cfg.yaml --steps 10 --warmup 3 --json "$OUT/bench_train_$cfg.json" 2>&1 |
           tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
+      done ;;
+    fp8)
+      # issue 38 goal 1: the blocks' linears in FP8 (cuBLASLt, delayed scaling) against bf16.
+      for precision in bf16 fp8; do
+        $hylo bench train configs/205m-pbb.yaml --steps 10 --warmup 3 --set train.precision=$precision \
+          --json "$OUT/bench_train_205m-pbb_$precision.json" 2>&1 |
+          tee "$OUT/bench_train_205m-pbb_$precision.log" | tail -1 | sed "s/^/205m-pbb $precision: /" | tee -a "$summary"
+      done
+      python3 .peers/torch_ref.py train --layers 12 --variants pbb \
+        --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
+    fp8_loss)
+      # Same seed, same data order: the only difference between a pair of runs is the precision.
+      for seed in 0 1 2; do
+        for precision in bf16 fp8; do
+          run=/tmp/fp8_loss_${precision}_$seed
+          $hylo train configs/small.yaml --run-dir $run --overwrite --set train.steps=${FP8_STEPS:-2000} \
+            --set train.seed=$seed --set train.precision=$precision >$OUT/fp8_loss_${precision}_$seed.log 2>&1
+          cp $run/metrics.jsonl $OUT/fp8_loss_${precision}_${seed}_metrics.jsonl 2>/dev/null
+          val=$(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if "val_loss" in l]
+print("%.4f at step %d" % (rows[-1]["val_loss"], rows[-1]["step"]) if rows else "none")' $run/metrics.jsonl 2>/dev/null)
+          echo "fp8_loss small seed $seed $precision: final val_loss ${val:-none (see fp8_loss_${precision}_$seed.log)}" |
+            tee -a "$summary"
+        done
       done ;;
     profile)
       for cfg in ${PROFILE_CONFIGS:-205m-pbb 205m-full}; do

@@ -30,9 +30,10 @@ struct PlanKey {
   int64_t stride_a, stride_b, stride_c;
   cudaDataType_t c_type;
   int align_a, align_b, align_c;  // bytes, <= 16; the heuristic's choice is valid only for these
+  cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF;  // FP8 codes in gemm_fp8
   auto tied() const {
     return std::tie(device, trans_a, trans_b, M, N, K, batch, stride_a, stride_b, stride_c, c_type, align_a, align_b,
-                    align_c);
+                    align_c, a_type, b_type);
   }
   bool operator<(const PlanKey& o) const { return tied() < o.tied(); }  // C++17: no <=> under nvcc -std=c++17
 };
@@ -50,6 +51,7 @@ struct Plan {
 // the same algorithm for the same size. Dense shapes are multiples already and are planned exactly.
 constexpr int kPlanBucket = 64;
 PlanKey plan_key(PlanKey k) {
+  if (k.a_type != CUDA_R_16BF) return k;  // FP8 GEMMs are dense and have no fallback: planned exactly
   auto bucket = [](int x) { return (x + kPlanBucket - 1) / kPlanBucket * kPlanBucket; };
   if (!k.trans_a) k.M = bucket(k.M);
   if (k.trans_a && !k.trans_b) k.K = bucket(k.K);
@@ -99,9 +101,9 @@ void init_layout(cublasLtMatrixLayoutOpaque_t& layout, cudaDataType_t type, uint
 struct Layouts {
   cublasLtMatrixLayoutOpaque_t a, b, c;
   explicit Layouts(const PlanKey& k) {
-    init_layout(a, CUDA_R_16BF, k.trans_b ? k.K : k.N, k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.batch,
+    init_layout(a, k.b_type, k.trans_b ? k.K : k.N, k.trans_b ? k.N : k.K, k.trans_b ? k.K : k.N, k.batch,
                 k.stride_b);
-    init_layout(b, CUDA_R_16BF, k.trans_a ? k.M : k.K, k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.batch,
+    init_layout(b, k.a_type, k.trans_a ? k.M : k.K, k.trans_a ? k.K : k.M, k.trans_a ? k.M : k.K, k.batch,
                 k.stride_a);
     init_layout(c, k.c_type, k.N, k.M, k.N, k.batch, k.stride_c);
   }
@@ -148,6 +150,18 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   return plan;
 }
 
+// The plan of key's bucket, made on first use; the caller holds ctx.mutex. Plans are never erased,
+// so the reference stays valid after the lock is released.
+const Plan& cached_plan(Context& ctx, cublasLtHandle_t lt, const PlanKey& key) {
+  const PlanKey planned = plan_key(key);
+  auto it = ctx.plans.find(planned);
+  if (it == ctx.plans.end()) {
+    it = ctx.plans.emplace(planned, make_plan(lt, planned)).first;
+    ++ctx.stats.plans;
+  }
+  return it->second;
+}
+
 void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int64_t stride_a,
               const void* B, int64_t stride_b, float beta, void* C, int64_t stride_c, cudaDataType_t c_type,
               int batch, cudaStream_t stream) {
@@ -177,13 +191,7 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
   void*& workspace = ctx.workspace[{device, stream}];
   if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
-  const PlanKey planned = plan_key(key);
-  auto it = ctx.plans.find(planned);
-  if (it == ctx.plans.end()) {
-    it = ctx.plans.emplace(planned, make_plan(lt, planned)).first;
-    ++ctx.stats.plans;
-  }
-  const Plan& plan = it->second;
+  const Plan& plan = cached_plan(ctx, lt, key);
 
   if (plan.use_lt && !ctx.force_fallback) {
     lock.unlock();  // plans are never erased, so `plan` stays valid
@@ -247,6 +255,50 @@ void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float
                           int batch, cudaStream_t stream) {
   run_gemm(trans_a, trans_b, M, N, K, alpha, A, stride_a, B, stride_b, beta, C, stride_c, CUDA_R_16BF, batch,
            stream);
+}
+
+void gemm_fp8(int M, int N, int K, const uint8_t* A, Fp8Format a_format, const float* a_scale_inv, const uint8_t* B,
+              Fp8Format b_format, const float* b_scale_inv, float beta, bf16* C, cudaStream_t stream) {
+  auto type = [](Fp8Format f) { return f == Fp8Format::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
+  HYLO_CUDA_REQUIRE(M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && M > 0 && N > 0 && K > 0,
+                    "gemm_fp8: M=%d N=%d K=%d must be positive multiples of 16 (cuBLASLt's FP8 GEMMs); "
+                    "use train.precision=bf16 for this model or batch shape", M, N, K);
+  HYLO_CUDA_REQUIRE(aligned16(A) && aligned16(B) && aligned16(C), "gemm_fp8: operands must be 16-byte aligned");
+  HYLO_CUDA_REQUIRE(!(a_format == Fp8Format::e5m2 && b_format == Fp8Format::e5m2),
+                    "gemm_fp8: e5m2 x e5m2 has no cuBLASLt kernel");
+  int device = 0;
+  HYLO_CUDA_CHECK(cudaGetDevice(&device));
+  PlanKey key{device, false, true, M, N, K, 1, 0, 0, 0, CUDA_R_16BF, 16, 16, 16, type(a_format), type(b_format)};
+
+  Context& ctx = context();
+  std::unique_lock lock(ctx.mutex);
+  cublasLtHandle_t& lt = ctx.lt[device];
+  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
+  void*& workspace = ctx.workspace[{device, stream}];
+  if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
+  const Plan& plan = cached_plan(ctx, lt, key);
+  HYLO_CUDA_REQUIRE(plan.use_lt, "gemm_fp8: cuBLASLt has no FP8 algorithm for M=%d N=%d K=%d", M, N, K);
+  lock.unlock();
+
+  // The plan's descriptor is shared; the scale pointers are this call's, so it gets its own.
+  cublasLtMatmulDescOpaque_t desc;
+  HYLO_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_first = CUBLAS_OP_T, op_second = CUBLAS_OP_N;  // cuBLAS's A is our B (N, K)
+  auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {
+    HYLO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&desc, attribute, &value, sizeof value));
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, op_first);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, op_second);
+  set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);
+  set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
+  Layouts l(key);
+  const float alpha = 1.0f;
+  const cublasStatus_t status = cublasLtMatmul(lt, &desc, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
+                                               &plan.algo, workspace, kWorkspaceBytes, stream);
+  HYLO_CUDA_REQUIRE(status != CUBLAS_STATUS_NOT_SUPPORTED, "gemm_fp8: cuBLASLt refused M=%d N=%d K=%d", M, N, K);
+  HYLO_CUBLAS_CHECK(status);
+  lock.lock();
+  ++ctx.stats.lt_calls;
 }
 
 void gemm_force_fallback(bool on) {

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <functional>
 
+#include "core/fp8.h"
+
 struct cublasContext;  // cublas_v2.h's handle type, cublasHandle_t = cublasContext*
 
 namespace hylo {
@@ -41,6 +43,18 @@ void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf
 void gemm_strided_batched(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const bf16* A,
                           int64_t stride_a, const bf16* B, int64_t stride_b, float beta, bf16* C, int64_t stride_c,
                           int batch, cudaStream_t stream);
+
+// FP8 operands (train.precision: fp8, src/ops/fp8_linear.cpp), fp32 accumulation:
+//   C(M,N) = (*a_scale_inv) * (*b_scale_inv) * A(M,K) B(N,K)^T + beta * C
+// A and B are row-major FP8 codes with K contiguous, the only layout ("TN") Hopper's FP8 kernels
+// take, so callers pass transposed copies (kernels/fp8/ writes them with the cast); the scale
+// inverses are device fp32 scalars (CUBLASLT_MATMUL_DESC_{A,B}_SCALE_POINTER), read when the GEMM
+// runs. e5m2 x e5m2 is not an FP8 GEMM cuBLASLt offers; the others are. bf16 output; beta = 1
+// accumulates (weight gradients over micro-batches, as the bf16 path does). Same deterministic
+// algorithm filter and plan cache as above, but no cublasGemmEx fallback (it has no FP8): M, N,
+// K must be multiples of 16 and the pointers 16-byte aligned, else one error naming the shape.
+void gemm_fp8(int M, int N, int K, const uint8_t* A, Fp8Format a_format, const float* a_scale_inv, const uint8_t* B,
+              Fp8Format b_format, const float* b_scale_inv, float beta, bf16* C, cudaStream_t stream);
 
 // Runs f with this device's classic cuBLAS handle bound to `stream`, under the lock that guards the
 // handle (its stream is shared state): for cuBLAS calls that cuBLASLt has no counterpart for.

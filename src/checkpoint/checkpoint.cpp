@@ -88,12 +88,13 @@ DTypeInfo dtype_info(DType t) {
     case DType::bf16: return {"bf16", t, H5T_STD_U16LE, H5T_NATIVE_UINT16};
     case DType::i32: return {"i32", t, H5T_STD_I32LE, H5T_NATIVE_INT32};
     case DType::i64: return {"i64", t, H5T_STD_I64LE, H5T_NATIVE_INT64};
+    case DType::u8: return {"u8", t, H5T_STD_U8LE, H5T_NATIVE_UINT8};
   }
   HYLO_FAIL("checkpoint: unknown dtype {}", int(t));
 }
 
 std::optional<DType> dtype_from_name(const std::string& name) {
-  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64})
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::i32, DType::i64, DType::u8})
     if (name == dtype_info(t).name) return t;
   return std::nullopt;
 }
@@ -224,7 +225,7 @@ class Writer {
 // header, attributes and link.
 uint64_t estimated_bytes(const CheckpointState& s) {
   uint64_t bytes = 64 << 10, datasets = 16 + s.meta.size();
-  for (const auto* list : {&s.model, &s.optim_m, &s.optim_v, &s.buffers})
+  for (const auto* list : {&s.model, &s.optim_m, &s.optim_v, &s.buffers, &s.fp8})
     for (const NamedTensor& t : *list) {
       bytes += t.value.defined() ? uint64_t(t.value.nbytes()) : 0;
       ++datasets;
@@ -277,6 +278,10 @@ void write_file(const std::string& tmp, const std::string& display, const Checkp
     w.i64(optim.get(), "updates", "/optim/updates", s.updates);
     H5Obj buffers = w.group(root, "buffers", "/buffers");
     w.tensors(buffers.get(), "/buffers", s.buffers);
+    if (!s.fp8.empty()) {
+      H5Obj fp8 = w.group(root, "fp8", "/fp8");
+      w.tensors(fp8.get(), "/fp8", s.fp8);
+    }
     w.u64s(root, "rng", "/rng", s.rng);
     H5Obj data = w.group(root, "data", "/data");
     w.u64s(data.get(), "cursor", "/data/cursor", s.data_cursor);
@@ -320,6 +325,10 @@ class Reader {
                     : s.step;
     H5Obj buffers = open_group(file_.get(), "buffers", "/buffers");
     s.buffers = read_tensors(buffers.get(), "/buffers", keep_);
+    if (H5Lexists(file_.get(), "fp8", H5P_DEFAULT) > 0) {
+      H5Obj fp8 = open_group(file_.get(), "fp8", "/fp8");
+      s.fp8 = read_tensors(fp8.get(), "/fp8", keep_);
+    }
     s.rng = read_u64s(open_dataset(file_.get(), "rng", "/rng"), "/rng");
     H5Obj data = open_group(file_.get(), "data", "/data");
     s.data_cursor = read_u64s(open_dataset(data.get(), "cursor", "/data/cursor"), "/data/cursor");

@@ -2,6 +2,7 @@
 //
 //   /model/<param>  /optim/m/<param>  /optim/v/<param>  /optim/step  /optim/updates  /buffers/<name>
 //   /rng  /data/cursor  /config (YAML text)  /meta/<key> (strings)  /complete
+//   /fp8/<name>  (train.precision: fp8 runs only: the FP8 scaling state, checkpoint/train_checkpoint.h)
 //
 // Every dataset carries a `crc32` attribute over its bytes; `/complete` (the number of
 // checksummed datasets) is written last; a whole-file checksum in the HDF5 user block
@@ -34,6 +35,8 @@ struct CheckpointState {
   // (train.nan_policy: skip). Read as `step` from checkpoints written before it was saved.
   int64_t updates = 0;
   std::vector<NamedTensor> model, optim_m, optim_v, buffers /*non-trained state, e.g. MoE router bias*/;
+  // FP8 scaling state (amax histories); empty, and no /fp8 group, for bf16 runs.
+  std::vector<NamedTensor> fp8;
   std::vector<uint64_t> rng, data_cursor;
   std::string config_yaml;
   std::vector<std::pair<std::string, std::string>> meta;  // version, git revision, world size, layout

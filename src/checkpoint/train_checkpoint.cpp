@@ -35,6 +35,7 @@ void check_replicas_agree(const TrainState& state) {
   };
   for (const Parameter& p : state.model.parameters()) add(p.var.value(), p.expert_shard);
   for (const NamedTensor& buffer : buffer_tensors(state.model)) add(buffer.value, false);
+  if (Fp8State* fp8 = state.model.fp8()) add(fp8->amax_history(), false);
   const uint64_t mine[2] = {crc[0], crc[1]};
   const std::vector<uint64_t> crcs = layout.world().all_gather(mine);
   const size_t P = size_t(layout.ep());
@@ -88,6 +89,40 @@ std::string restore_data_stream(const CheckpointState& s, const std::string& pat
   return "";
 }
 
+// /fp8: the FP8 scaling state of a train.precision: fp8 run, so that its resume scales every tensor
+// as the uninterrupted run does.
+constexpr const char* kFp8History = "amax_history";    // (roles, train.fp8_amax_history) f32
+constexpr const char* kFp8Steps = "steps_recorded";    // (1) i64: steps in the histories
+
+std::vector<NamedTensor> fp8_tensors(Transformer& model) {
+  Fp8State* fp8 = model.fp8();
+  if (!fp8) return {};
+  return {{kFp8History, fp8->amax_history()},
+          {kFp8Steps, Tensor::from_vector(std::vector<int64_t>{fp8->steps_recorded()}, {1})}};
+}
+
+// A run resumes in the precision it was saved in: a bf16 checkpoint has no amax histories to give
+// an FP8 run, and an FP8 one's would silently vanish into a bf16 run. Either is one line.
+void restore_fp8(const CheckpointState& s, const std::string& path, Transformer& model) {
+  Fp8State* fp8 = model.fp8();
+  if (!fp8) {
+    HYLO_CHECK(s.fp8.empty(), "{}: saved by a train.precision=fp8 run (it holds /fp8), this run is bf16; resume "
+               "with train.precision=fp8", path);
+    return;
+  }
+  HYLO_CHECK(!s.fp8.empty(), "{}: saved by a train.precision=bf16 run (no /fp8 amax histories), this run is fp8; "
+             "resume with train.precision=bf16", path);
+  const Tensor* history = nullptr;
+  const Tensor* steps = nullptr;
+  for (const NamedTensor& t : s.fp8) {
+    if (t.name == kFp8History) history = &t.value;
+    if (t.name == kFp8Steps) steps = &t.value;
+  }
+  HYLO_CHECK(history && steps && steps->numel() == 1 && steps->dtype() == DType::i64,
+             "{}: /fp8 lacks /fp8/{} or /fp8/{} (i64, 1 value)", path, kFp8History, kFp8Steps);
+  fp8->restore(*history, steps->to_vector<int64_t>()[0], path);
+}
+
 }  // namespace
 
 void save_training_checkpoint(const std::string& run_dir, const TrainState& state) {
@@ -106,6 +141,7 @@ void save_training_checkpoint(const std::string& run_dir, const TrainState& stat
     s.optim_v.push_back({params[i].name, optimizer.v[i]});
   }
   s.buffers = buffer_tensors(state.model);
+  s.fp8 = fp8_tensors(state.model);
   s.rng = {state.config.train.seed, uint64_t(state.step)};
   s.data_cursor = std::move(cursors);
   s.config_yaml = to_yaml(state.config);
@@ -128,6 +164,7 @@ std::string restore_training_checkpoint(const std::string& path, TrainState& sta
   state.optimizer.set_steps_taken(s.updates);
   const std::string note = restore_data_stream(s, path, state);
   restore_buffers(state.model, s, path);
+  restore_fp8(s, path, state.model);
   state.step = s.step;
   return note;
 }

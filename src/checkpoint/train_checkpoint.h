@@ -2,7 +2,8 @@
 // together and restored on any layout. The file itself is one CheckpointState
 // (checkpoint/checkpoint.h); this is what fills it from the live objects of a rank and gives it
 // back to them: the parameters (fp32 masters) and buffers, the AdamW moments and updates taken,
-// every rank's data cursor, the RNG, the step, the config's text and the meta.
+// every rank's data cursor, the RNG, the step, the config's text and the meta, and with
+// train.precision: fp8 the FP8 amax histories (/fp8; resuming in the other precision is an error).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -95,6 +95,10 @@ void visit_fields(C& c, F&& f) {
   f(std::string("train.zero1"), t.zero1, "zero zero_stage shard_optimizer");
   f(std::string("train.expert_parallel"), t.expert_parallel, "ep ep_size expert_parallel_size expert_model_parallel_size");
   f(std::string("train.hang_timeout_s"), t.hang_timeout_s, "timeout nccl_timeout collective_timeout dist_timeout");
+  f(std::string("train.precision"), t.precision, "dtype mixed_precision fp8");
+  f(std::string("train.fp8_format"), t.fp8_format, "fp8_recipe");
+  f(std::string("train.fp8_scaling"), t.fp8_scaling, "amax_scaling scaling");
+  f(std::string("train.fp8_amax_history"), t.fp8_amax_history, "amax_history_len amax_history");
 
   f(std::string("data.train"), c.data.train, "train_bin train_path train_data train_files");
   f(std::string("data.val"), c.data.val, "val_bin val_path val_data valid validation val_files");

@@ -38,6 +38,11 @@ struct TrainConfig {
   bool zero1 = false;  // ZeRO-1: optimizer state sharded over the data-parallel ranks (parallel/zero.h)
   int expert_parallel = 1;  // ranks per expert-parallel group: each holds experts / this many (SPEC §6)
   double hang_timeout_s = 900;  // several ranks: seconds without progress before a rank gives up (train/watchdog.h)
+  // bf16 | fp8: the blocks' linear layers in FP8 (ops/fp8_linear.h; on the CPU an exact emulation).
+  std::string precision = "bf16";
+  std::string fp8_format = "hybrid";    // hybrid: gradients e5m2, x and w e4m3 | e4m3: all e4m3
+  std::string fp8_scaling = "delayed";  // delayed: from the amax history | current: each tensor's own amax
+  int fp8_amax_history = 16;            // steps of amax history per tensor (delayed scaling)
 
   int micro_batch() const { return micro_batch_size > 0 ? micro_batch_size : batch_size; }
   bool operator==(const TrainConfig&) const = default;

@@ -135,6 +135,10 @@ void validate(const Config& c) {
   ck.one_of("train.nan_policy", t.nan_policy, {"skip", "abort"});
   ck.at_least("train.expert_parallel", t.expert_parallel, 1);
   ck.positive("train.hang_timeout_s", t.hang_timeout_s);
+  ck.one_of("train.precision", t.precision, {"bf16", "fp8"});
+  ck.one_of("train.fp8_format", t.fp8_format, {"hybrid", "e4m3"});
+  ck.one_of("train.fp8_scaling", t.fp8_scaling, {"delayed", "current"});
+  ck.at_least("train.fp8_amax_history", t.fp8_amax_history, 1);
   if (t.expert_parallel > 1) {
     ck.need(m.moe.experts > 0, "train.expert_parallel={} needs an MoE model (model.moe.experts > 0)",
             t.expert_parallel);
@@ -182,6 +186,25 @@ Device training_device(const Config& config) {
   HYLO_CHECK(err == cudaSuccess && count > 0,
              "{}device: cuda requested but no CUDA device is usable here ({}); use --device cpu", origin,
              err == cudaSuccess ? "none found" : cudaGetErrorString(err));
+  if (config.train.precision == "fp8") {
+    int device = 0, major = 0, minor = 0;
+    HYLO_CHECK(cudaGetDevice(&device) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess,
+               "{}train.precision: fp8 cannot read the GPU's compute capability", origin);
+    HYLO_CHECK(major * 10 + minor >= 89,
+               "{}train.precision: fp8 needs an sm_89+ GPU (Ada, Hopper or newer) for FP8 tensor cores, this one is "
+               "sm_{}{}; use train.precision=bf16",
+               origin, major, minor);
+    // cuBLASLt's FP8 GEMMs take dimensions that are multiples of 16 (kernels/gemm/gemm.h); the
+    // token count of a micro-batch is one of them.
+    for (const auto& [key, value] :
+         {std::pair<const char*, int64_t>{"model.d_model", m.d_model}, {"model.ffn_hidden", m.ffn_hidden_size()},
+          {"model.n_kv_heads x head_dim", int64_t(m.kv_heads()) * m.head_dim()},
+          {"train.seq_len", int64_t(config.train.seq_len)}})
+      HYLO_CHECK(value % 16 == 0, "{}train.precision: fp8 on cuda needs {} = {} to be a multiple of 16 (cuBLASLt's "
+                 "FP8 GEMMs)", origin, key, value);
+  }
   return Device::cuda;
 #endif
 }

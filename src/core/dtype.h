@@ -7,7 +7,8 @@
 
 namespace hylo {
 
-enum class DType : uint8_t { f32, f64, bf16, i32, i64 };
+// u8: raw bytes, e.g. FP8 codes (core/fp8.h) that only kernels and the FP8 GEMM interpret.
+enum class DType : uint8_t { f32, f64, bf16, i32, i64, u8 };
 enum class Device : uint8_t { cpu, cuda };
 
 constexpr size_t dtype_size(DType t) {
@@ -17,6 +18,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::bf16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
+    case DType::u8: return 1;
   }
   return 0;
 }
@@ -28,6 +30,7 @@ constexpr std::string_view dtype_name(DType t) {
     case DType::bf16: return "bf16";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
+    case DType::u8: return "u8";
   }
   return "?";
 }
@@ -59,5 +62,6 @@ template <> constexpr DType dtype_of<double>() { return DType::f64; }
 template <> constexpr DType dtype_of<bf16>() { return DType::bf16; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::i32; }
 template <> constexpr DType dtype_of<int64_t>() { return DType::i64; }
+template <> constexpr DType dtype_of<uint8_t>() { return DType::u8; }
 
 }  // namespace hylo

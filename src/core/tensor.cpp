@@ -188,6 +188,7 @@ static void convert_from(const void* src, void* dst, DType to, int64_t n) {
     case DType::bf16: return convert<From, bf16>(src, dst, n);
     case DType::i32: return convert<From, int32_t>(src, dst, n);
     case DType::i64: return convert<From, int64_t>(src, dst, n);
+    case DType::u8: return convert<From, uint8_t>(src, dst, n);
   }
 }
 
@@ -198,6 +199,7 @@ static void convert_cpu(const void* src, DType from, void* dst, DType to, int64_
     case DType::bf16: return convert_from<bf16>(src, dst, to, n);
     case DType::i32: return convert_from<int32_t>(src, dst, to, n);
     case DType::i64: return convert_from<int64_t>(src, dst, to, n);
+    case DType::u8: return convert_from<uint8_t>(src, dst, to, n);
   }
 }
 
@@ -255,6 +257,7 @@ void Tensor::fill_(double value) {
     case DType::bf16: return fill_cpu<bf16>(raw(), numel(), value);
     case DType::i32: return fill_cpu<int32_t>(raw(), numel(), value);
     case DType::i64: return fill_cpu<int64_t>(raw(), numel(), value);
+    case DType::u8: return fill_cpu<uint8_t>(raw(), numel(), value);
   }
 }
 

@@ -60,9 +60,9 @@ Transformer::AttentionInputs Transformer::attention_inputs(int layer, const Var&
   const double eps = c.norm_eps;
 
   Var h_ND = rmsnorm(x_ND, b.attn_norm, eps);
-  Var q = reshape(linear(h_ND, b.attn.wq_QD), {B, T, H, hd});
-  Var k = reshape(linear(h_ND, b.attn.wk_KD), {B, T, Hkv, hd});
-  Var v = reshape(linear(h_ND, b.attn.wv_KD), {B, T, Hkv, hd});
+  Var q = reshape(block_linear(layer, BlockLinear::q, h_ND, b.attn.wq_QD), {B, T, H, hd});
+  Var k = reshape(block_linear(layer, BlockLinear::k, h_ND, b.attn.wk_KD), {B, T, Hkv, hd});
+  Var v = reshape(block_linear(layer, BlockLinear::v, h_ND, b.attn.wv_KD), {B, T, Hkv, hd});
   if (c.qk_norm) {
     q = reshape(rmsnorm(reshape(q, {-1, hd}), b.attn.q_norm, eps), {B, T, H, hd});
     k = reshape(rmsnorm(reshape(k, {-1, hd}), b.attn.k_norm, eps), {B, T, Hkv, hd});
@@ -75,7 +75,7 @@ Transformer::AttentionInputs Transformer::attention_inputs(int layer, const Var&
 }
 
 Var Transformer::attention_residual(int layer, const Var& x_ND, const Var& a_NQ) const {
-  return residual_add(x_ND, linear(a_NQ, blocks_.at(size_t(layer)).attn.wo_DQ));
+  return residual_add(x_ND, block_linear(layer, BlockLinear::o, a_NQ, blocks_.at(size_t(layer)).attn.wo_DQ));
 }
 
 Var Transformer::ffn_residual(int layer, const Var& x, std::vector<Var>* aux) const {
@@ -87,7 +87,23 @@ Var Transformer::ffn_residual(int layer, const Var& x, std::vector<Var>* aux) co
     if (aux && layer_aux.defined()) aux->push_back(layer_aux);
     return residual_add(x, y);  // no backward reads the combine output (see ops/moe.cpp)
   }
-  return residual_add(x, linear(swiglu(linear(g, b.ffn.w_in_2FD)), b.ffn.w_out_DF));
+  Var hidden = swiglu(block_linear(layer, BlockLinear::ffn_in, g, b.ffn.w_in_2FD));
+  return residual_add(x, block_linear(layer, BlockLinear::ffn_out, hidden, b.ffn.w_out_DF));
+}
+
+void Transformer::enable_fp8(const Fp8Recipe& recipe, Device device) {
+  int linears = 0;
+  fp8_linear_base_.clear();
+  for (const Block& b : blocks_) {
+    fp8_linear_base_.push_back(linears);
+    linears += b.moe ? 4 : 6;  // q k v o (+ FFN in, out when dense)
+  }
+  fp8_ = std::make_unique<Fp8State>(recipe, linears, device);
+}
+
+Var Transformer::block_linear(int layer, BlockLinear slot, const Var& x, const Var& w) const {
+  if (!fp8_) return linear(x, w);
+  return fp8_linear(x, w, *fp8_, fp8_linear_base_.at(size_t(layer)) + int(slot));
 }
 
 Var Transformer::block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const {

@@ -14,6 +14,7 @@
 #include "nn/model_config.h"
 #include "nn/moe.h"
 #include "nn/parameter.h"
+#include "ops/fp8_linear.h"
 #include "attn/mask.h"
 
 namespace hylo {
@@ -88,6 +89,14 @@ class Transformer {
   const ModelConfig& config() const { return config_; }
   // Recompute each dense block's activations in the backward pass instead of keeping them.
   void set_recompute(bool on) { recompute_ = on; }
+  // train.precision: fp8 (ops/fp8_linear.h): from now on the blocks' q, k, v, o and dense FFN
+  // linears run in FP8 with scaling state on `device`. Not the LM head, not the embedding, not the
+  // MoE layers' expert and shared-expert GEMMs: they stay bf16 (the head and embedding are the
+  // most precision-sensitive products; the grouped expert GEMMs have no FP8 path yet). Called by
+  // the trainer; models loaded for evaluation, generation and export run in bf16.
+  void enable_fp8(const Fp8Recipe& recipe, Device device);
+  // The FP8 scaling state (train checkpoints carry it), or null in bf16.
+  Fp8State* fp8() { return fp8_.get(); }
   ParamList& parameters() { return params_; }
   const ParamList& parameters() const { return params_; }
 
@@ -95,12 +104,17 @@ class Transformer {
   // The final-normed hidden states (B*T, D); aux (optional) collects the MoE aux losses.
   Var hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const;
   Var block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
+  // A block's linear: FP8 linear number fp8_linear_base_[layer] + slot under enable_fp8, else bf16.
+  enum class BlockLinear { q, k, v, o, ffn_in, ffn_out };
+  Var block_linear(int layer, BlockLinear slot, const Var& x, const Var& w) const;
 
   ModelConfig config_;
   bool recompute_ = false;
   ParamList params_;
   Var embed_VD, final_norm, head_VD;  // head_VD == embed_VD when tied
   std::vector<Block> blocks_;
+  std::unique_ptr<Fp8State> fp8_;       // null in bf16; its casts change it under const forward()
+  std::vector<int> fp8_linear_base_;    // per layer: its first FP8 linear number
 };
 
 AttnMask mask_for(const AttnKindConfig& kind);

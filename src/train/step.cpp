@@ -1,5 +1,6 @@
 #include "train/step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 
@@ -21,6 +22,14 @@ std::string first_nonfinite_grad(const ParamList& params) {
 
 }  // namespace
 
+Fp8Recipe fp8_recipe(const TrainConfig& t) {
+  Fp8Recipe recipe;
+  recipe.grad_format = t.fp8_format == "e4m3" ? Fp8Format::e4m3 : Fp8Format::e5m2;
+  recipe.current_scaling = t.fp8_scaling == "current";
+  recipe.history = t.fp8_amax_history;
+  return recipe;
+}
+
 BatchSplit split_batch(const TrainConfig& t, int ranks, const std::string& where) {
   HYLO_CHECK(t.batch_size % ranks == 0, "{}: train.batch_size={} is not divisible by {} data-parallel ranks", where,
              t.batch_size, ranks);
@@ -39,6 +48,7 @@ TrainStep::TrainStep(const Config& config, Device device, const ParallelLayout& 
   const TrainConfig& t = train_;
   model_ = std::make_unique<Transformer>(config.model, t.seed);
   model_->set_recompute(t.recompute);
+  if (t.precision == "fp8") model_->enable_fp8(fp8_recipe(t), device);
   experts_ = parallelize_experts(*model_, layout);
   ParamList& params = model_->parameters();
   std::vector<std::vector<size_t>> buckets = gradient_buckets(params);
@@ -63,11 +73,13 @@ StepResult TrainStep::run(int64_t number, double lr, const std::function<StepBat
     if (zero_) zero_->share_updated_values();
     sum_router_loads();
     model_->update_router_biases();  // MoE aux-loss-free balancing; no-op for dense / rate 0
+    roll_fp8_history();
   } else if (train_.nan_policy == "abort") {
     HYLO_FAIL("step {}: non-finite loss {} / grad norm {} (first bad gradient: {}); aborting without saving", number,
               r.loss, r.grad_norm, first_nonfinite_grad(model_->parameters()));
   } else {
     model_->discard_router_load();
+    if (Fp8State* fp8 = model_->fp8()) fp8->discard_step();
   }
   return r;
 }
@@ -112,6 +124,22 @@ double TrainStep::grad_norm() const {
 void TrainStep::sum_router_loads() {
   if (layout_.world_size() == 1) return;
   for (std::span<int64_t> tally : model_->router_load_tallies()) layout_.world().sum(tally);
+}
+
+// The ranks saw different data: their FP8 histories take the largest amax of any rank (as the
+// replicated weights do the summed gradient), so that every rank scales alike and a checkpoint,
+// which is rank 0's, speaks for all of them.
+void TrainStep::roll_fp8_history() {
+  Fp8State* fp8 = model_->fp8();
+  if (!fp8) return;
+  if (layout_.world_size() > 1) {
+    std::vector<uint32_t> mine = fp8->step_amax_bits();
+    const std::vector<uint64_t> widened(mine.begin(), mine.end());
+    const std::vector<uint64_t> all = layout_.world().all_gather(widened);
+    for (size_t i = 0; i < all.size(); ++i) mine[i % mine.size()] = std::max(mine[i % mine.size()], uint32_t(all[i]));
+    fp8->set_step_amax_bits(mine);
+  }
+  fp8->roll();
 }
 
 }  // namespace hylo

@@ -28,6 +28,9 @@ struct BatchSplit {
 // Errors name `where` (the config file) and the keys.
 BatchSplit split_batch(const TrainConfig& t, int ranks, const std::string& where);
 
+// train.precision: fp8's recipe from train.fp8_* (ops/fp8_linear.h).
+Fp8Recipe fp8_recipe(const TrainConfig& t);
+
 struct StepResult {
   double loss = 0;       // the mean over every rank's micro-batches
   double grad_norm = 0;  // of the whole summed gradient, before clipping
@@ -55,6 +58,7 @@ class TrainStep {
   double forward_backward(const std::function<StepBatch()>& next_batch);
   double grad_norm() const;
   void sum_router_loads();
+  void roll_fp8_history();
 
   TrainConfig train_;
   const ParallelLayout& layout_;

@@ -1,0 +1,129 @@
+// FP8 casts (semantics in fp8.h).
+#include <cuda_fp8.h>
+
+#include "kernels/common/common.cuh"
+#include "kernels/fp8/fp8.h"
+
+namespace hylo::cuda {
+namespace {
+
+constexpr int kTile = 32;       // cast-transpose tile: 32 x 32 elements
+constexpr int kTileRows = 8;    // threads per tile column: each thread converts kTile / kTileRows rows
+constexpr int kAmaxThreads = 256;
+
+__device__ __forceinline__ __nv_fp8_interpretation_t interpretation(Fp8Format f) {
+  return f == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
+}
+
+// |x|'s bits: the order of non-negative floats (NaN above infinity).
+__device__ __forceinline__ unsigned abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+__device__ __forceinline__ unsigned warp_max_bits(unsigned x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, offset));
+  return x;
+}
+
+// Folds each thread's `bits` into *amax: one atomic per warp.
+__device__ __forceinline__ void record_amax(unsigned bits, float* amax) {
+  bits = warp_max_bits(bits);
+  if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && bits != 0)
+    atomicMax(reinterpret_cast<unsigned*>(amax), bits);
+}
+
+__global__ void amax_kernel(const nv_bf16* x, int64_t n, float* amax) {
+  unsigned bits = 0;
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    bits = max(bits, abs_bits(__bfloat162float(x[i])));
+  record_amax(bits, amax);
+}
+
+__global__ void scale_kernel(const float* amax, Fp8Format format, int margin, float* scale) {
+  *scale = fp8_scale_for_amax(*amax, format, margin);
+}
+
+// One 32 x 32 tile per block: each thread converts rows ty, ty + 8, ... of column tx, writes them
+// row-major, and the tile's transpose leaves through shared memory so that both writes are
+// contiguous along a row.
+__global__ void cast_transpose_kernel(const nv_bf16* x_RC, int64_t R, int64_t C, Fp8Format format,
+                                      const float* scale_ptr, uint8_t* out_RC, uint8_t* out_CR, float* scale_inv,
+                                      float* amax_record) {
+  __shared__ uint8_t tile[kTile][kTile + 1];
+  const float scale = *scale_ptr;
+  const __nv_fp8_interpretation_t kind = interpretation(format);
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  unsigned bits = 0;
+#pragma unroll
+  for (int k = 0; k < kTile / kTileRows; ++k) {
+    const int row = ty + k * kTileRows;
+    const int64_t r = r0 + row, c = c0 + tx;
+    if (r < R && c < C) {
+      const float v = __bfloat162float(x_RC[r * C + c]);
+      bits = max(bits, abs_bits(v));
+      const uint8_t q = __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, kind);
+      out_RC[r * C + c] = q;
+      tile[row][tx] = q;
+    }
+  }
+  if (amax_record) record_amax(bits, amax_record);
+  if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0) *scale_inv = 1.0f / scale;
+  if (!out_CR) return;
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kTile / kTileRows; ++k) {
+    const int col = ty + k * kTileRows;  // this thread writes row c0 + col of out_CR, column r0 + tx
+    const int64_t c = c0 + col, r = r0 + tx;
+    if (r < R && c < C) out_CR[c * R + r] = tile[tx][col];
+  }
+}
+
+__global__ void roll_kernel(float* history_RH, float* step_amax_R, float* scale_R, int R, int H,
+                            Fp8Format grad_format, int margin, bool shift) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= R) return;
+  float* history = history_RH + int64_t(r) * H;
+  if (shift) {
+    for (int i = H - 1; i > 0; --i) history[i] = history[i - 1];
+    history[0] = step_amax_R[r];
+    step_amax_R[r] = 0.0f;
+  }
+  unsigned bits = 0;
+  for (int i = 0; i < H; ++i) bits = max(bits, abs_bits(history[i]));
+  scale_R[r] = fp8_scale_for_amax(__uint_as_float(bits), r % 3 == 2 ? grad_format : Fp8Format::e4m3, margin);
+}
+
+}  // namespace
+
+void fp8_amax(const bf16* x, int64_t n, float* amax, cudaStream_t stream) {
+  if (n == 0) return;
+  const int blocks = int(std::min<int64_t>(ceil_div(n, kAmaxThreads), 1024));
+  amax_kernel<<<blocks, kAmaxThreads, 0, stream>>>(as_nv(x), n, amax);
+  HYLO_CUDA_LAUNCH_CHECK("fp8_amax_kernel");
+}
+
+void fp8_scale_from_amax(const float* amax, Fp8Format format, int margin, float* scale, cudaStream_t stream) {
+  scale_kernel<<<1, 1, 0, stream>>>(amax, format, margin, scale);
+  HYLO_CUDA_LAUNCH_CHECK("fp8_scale_kernel");
+}
+
+void fp8_cast_transpose(const bf16* x_RC, int64_t R, int64_t C, Fp8Format format, const float* scale,
+                        uint8_t* out_RC, uint8_t* out_CR, float* scale_inv, float* amax_record, cudaStream_t stream) {
+  HYLO_CUDA_REQUIRE(R >= 0 && C >= 0 && ceil_div(R, kTile) <= 65535, "fp8_cast_transpose: bad shape %lld x %lld",
+                    (long long)R, (long long)C);
+  if (R == 0 || C == 0) return;  // nothing for a GEMM to read, scale_inv included
+  const dim3 grid(unsigned(ceil_div(C, kTile)), unsigned(ceil_div(R, kTile))), block(kTile, kTileRows);
+  cast_transpose_kernel<<<grid, block, 0, stream>>>(as_nv(x_RC), R, C, format, scale, out_RC, out_CR, scale_inv,
+                                                   amax_record);
+  HYLO_CUDA_LAUNCH_CHECK("fp8_cast_transpose_kernel");
+}
+
+void fp8_roll_history(float* history_RH, float* step_amax_R, float* scale_R, int R, int H, Fp8Format grad_format,
+                      int margin, bool shift, cudaStream_t stream) {
+  if (R == 0) return;
+  roll_kernel<<<unsigned(ceil_div(R, 128)), 128, 0, stream>>>(history_RH, step_amax_R, scale_R, R, H, grad_format,
+                                                            margin, shift);
+  HYLO_CUDA_LAUNCH_CHECK("fp8_roll_kernel");
+}
+
+}  // namespace hylo::cuda
