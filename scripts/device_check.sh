@@ -46,8 +46,10 @@
 #   attn_span  pbb(b, 128) against swa(b / 2), b = 512, 1024, 2048 (equal key tiles per query
 #           tile), hd 64/128, T 4096/16384: per-visited-pair ratios (scripts/attention_pair_ratio.py)
 #   bench   hylo bench train on configs/205m-{pbb,swa,full}.yaml (batch 16 x 2048)
-#   fp8     train.precision: fp8 against bf16: hylo bench train on configs/205m-pbb.yaml in bf16 and
-#           with --set train.precision=fp8, then the PyTorch peer on the same model (pbb, 12 layers)
+#   fp8     train.precision: fp8 against bf16: hylo bench train on each of $FP8_CONFIGS (default
+#           205m-pbb; e.g. "205m-pbb 2b-pbb") in bf16 and with --set train.precision=fp8 ($FP8_SET="k=v
+#           ..." also to every run, e.g. train.micro_batch_size=8 for the 2B on an H100), then the
+#           PyTorch peer of the 205M model (pbb, 12 layers)
 #   fp8_loss  configs/small.yaml for ${FP8_STEPS:-2000} steps, seeds 0 1 2, in bf16 and fp8 on the same
 #           data: each run's final val loss into the summary, its metrics.jsonl into $OUT
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
@@ -353,11 +355,17 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
           tee "$OUT/bench_train_$cfg.log" | tail -1 | tee -a "$summary"
       done ;;
     fp8)
-      # issue 38 goal 1: the blocks' linears in FP8 (cuBLASLt, delayed scaling) against bf16.
-      for precision in bf16 fp8; do
-        $hylo bench train configs/205m-pbb.yaml --steps 10 --warmup 3 --set train.precision=$precision \
-          --json "$OUT/bench_train_205m-pbb_$precision.json" 2>&1 |
-          tee "$OUT/bench_train_205m-pbb_$precision.log" | tail -1 | sed "s/^/205m-pbb $precision: /" | tee -a "$summary"
+      # issue 38 goal 1: the blocks' linears in FP8 (cuBLASLt, delayed scaling) against bf16, for each
+      # of $FP8_CONFIGS (default 205m-pbb; FP8_SET="k=v ..." goes to every run as --set), then the
+      # PyTorch peer of the 205M model.
+      fp8_sets=()
+      for kv in ${FP8_SET:-}; do fp8_sets+=(--set "$kv"); done
+      for cfg in ${FP8_CONFIGS:-205m-pbb}; do
+        for precision in bf16 fp8; do
+          timeout 300 $hylo bench train configs/$cfg.yaml --steps 10 --warmup 3 --set train.precision=$precision \
+            ${fp8_sets[@]+"${fp8_sets[@]}"} --json "$OUT/bench_train_${cfg}_$precision.json" 2>&1 |
+            tee "$OUT/bench_train_${cfg}_$precision.log" | tail -1 | sed "s/^/$cfg $precision: /" | tee -a "$summary"
+        done
       done
       python3 .peers/torch_ref.py train --layers 12 --variants pbb \
         --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
