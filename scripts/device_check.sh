@@ -49,7 +49,7 @@
 #   fp8     train.precision: fp8 against bf16: hylo bench train on each of $FP8_CONFIGS (default
 #           205m-pbb; e.g. "205m-pbb 2b-pbb") in bf16 and with --set train.precision=fp8 ($FP8_SET="k=v
 #           ..." also to every run, e.g. train.micro_batch_size=8 for the 2B on an H100), then the
-#           PyTorch peer of the 205M model (pbb, 12 layers)
+#           PyTorch peer of the 205M model (pbb, 12 layers; FP8_PEER=0 leaves it out)
 #   fp8_loss  configs/small.yaml for ${FP8_STEPS:-2000} steps, seeds 0 1 2, in bf16 and fp8 on the same
 #           data: each run's final val loss into the summary, its metrics.jsonl into $OUT
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
@@ -367,7 +367,7 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
             tee "$OUT/bench_train_${cfg}_$precision.log" | tail -1 | sed "s/^/$cfg $precision: /" | tee -a "$summary"
         done
       done
-      python3 .peers/torch_ref.py train --layers 12 --variants pbb \
+      [ "${FP8_PEER:-1}" = 0 ] || python3 .peers/torch_ref.py train --layers 12 --variants pbb \
         --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
     fp8_loss)
       # Same seed, same data order: the only difference between a pair of runs is the precision.
