@@ -162,6 +162,21 @@ const Plan& cached_plan(Context& ctx, cublasLtHandle_t lt, const PlanKey& key) {
   return it->second;
 }
 
+// What a cublasLtMatmul of `key` on `stream` needs: the device's handle, the stream's workspace
+// (both made on first use) and the key's plan. The caller holds ctx.mutex.
+struct LtSetup {
+  cublasLtHandle_t lt;
+  void* workspace;
+  const Plan& plan;
+};
+LtSetup lt_setup(Context& ctx, const PlanKey& key, cudaStream_t stream) {
+  cublasLtHandle_t& lt = ctx.lt[key.device];
+  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
+  void*& workspace = ctx.workspace[{key.device, stream}];
+  if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
+  return {lt, workspace, cached_plan(ctx, lt, key)};
+}
+
 void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const void* A, int64_t stride_a,
               const void* B, int64_t stride_b, float beta, void* C, int64_t stride_c, cudaDataType_t c_type,
               int batch, cudaStream_t stream) {
@@ -187,11 +202,7 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
 
   Context& ctx = context();
   std::unique_lock lock(ctx.mutex);
-  cublasLtHandle_t& lt = ctx.lt[device];
-  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
-  void*& workspace = ctx.workspace[{device, stream}];
-  if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
-  const Plan& plan = cached_plan(ctx, lt, key);
+  const auto [lt, workspace, plan] = lt_setup(ctx, key, stream);
 
   if (plan.use_lt && !ctx.force_fallback) {
     lock.unlock();  // plans are never erased, so `plan` stays valid
@@ -272,11 +283,7 @@ void gemm_fp8(int M, int N, int K, const uint8_t* A, Fp8Format a_format, const f
 
   Context& ctx = context();
   std::unique_lock lock(ctx.mutex);
-  cublasLtHandle_t& lt = ctx.lt[device];
-  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
-  void*& workspace = ctx.workspace[{device, stream}];
-  if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
-  const Plan& plan = cached_plan(ctx, lt, key);
+  const auto [lt, workspace, plan] = lt_setup(ctx, key, stream);
   HYLO_CUDA_REQUIRE(plan.use_lt, "gemm_fp8: cuBLASLt has no FP8 algorithm for M=%d N=%d K=%d", M, N, K);
   lock.unlock();
 
