@@ -50,8 +50,6 @@
 #           205m-pbb; e.g. "205m-pbb 2b-pbb") in bf16 and with --set train.precision=fp8 ($FP8_SET="k=v
 #           ..." also to every run, e.g. train.micro_batch_size=8 for the 2B on an H100), then the
 #           PyTorch peer of the 205M model (pbb, 12 layers; FP8_PEER=0 leaves it out)
-#   fp8_loss  configs/small.yaml for ${FP8_STEPS:-2000} steps, seeds 0 1 2, in bf16 and fp8 on the same
-#           data: each run's final val loss into the summary, its metrics.jsonl into $OUT
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
 #           steps after 2 warm-up steps (HYLO_PROFILE=1)
 #   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
@@ -369,21 +367,6 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
       done
       [ "${FP8_PEER:-1}" = 0 ] || python3 .peers/torch_ref.py train --layers 12 --variants pbb \
         --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
-    fp8_loss)
-      # Same seed, same data order: the only difference between a pair of runs is the precision.
-      for seed in 0 1 2; do
-        for precision in bf16 fp8; do
-          run=/tmp/fp8_loss_${precision}_$seed
-          $hylo train configs/small.yaml --run-dir $run --overwrite --set train.steps=${FP8_STEPS:-2000} \
-            --set train.seed=$seed --set train.precision=$precision >$OUT/fp8_loss_${precision}_$seed.log 2>&1
-          cp $run/metrics.jsonl $OUT/fp8_loss_${precision}_${seed}_metrics.jsonl 2>/dev/null
-          val=$(python3 -c 'import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if "val_loss" in l]
-print("%.4f at step %d" % (rows[-1]["val_loss"], rows[-1]["step"]) if rows else "none")' $run/metrics.jsonl 2>/dev/null)
-          echo "fp8_loss small seed $seed $precision: final val_loss ${val:-none (see fp8_loss_${precision}_$seed.log)}" |
-            tee -a "$summary"
-        done
-      done ;;
     profile)
       for cfg in ${PROFILE_CONFIGS:-205m-pbb 205m-full}; do
         HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_$cfg.log"
