@@ -7,8 +7,8 @@
 namespace hylo::cuda {
 namespace {
 
-constexpr int kTile = 32;       // cast-transpose tile: 32 x 32 elements
-constexpr int kTileRows = 8;    // threads per tile column: each thread converts kTile / kTileRows rows
+constexpr int kTile = 64;         // cast-transpose tile: 64 x 64 elements
+constexpr int kCastThreads = 256;  // per tile
 constexpr int kAmaxThreads = 256;
 
 __device__ __forceinline__ __nv_fp8_interpretation_t interpretation(Fp8Format f) {
@@ -42,39 +42,82 @@ __global__ void scale_kernel(const float* amax, Fp8Format format, int margin, fl
   *scale = fp8_scale_for_amax(*amax, format, margin);
 }
 
-// One 32 x 32 tile per block: each thread converts rows ty, ty + 8, ... of column tx, writes them
-// row-major, and the tile's transpose leaves through shared memory so that both writes are
-// contiguous along a row.
-__global__ void cast_transpose_kernel(const nv_bf16* x_RC, int64_t R, int64_t C, Fp8Format format,
-                                      const float* scale_ptr, uint8_t* out_RC, uint8_t* out_CR, float* scale_inv,
-                                      float* amax_record) {
+// One 64 x 64 tile per block of 256 threads. Each thread converts two chunks of 8 consecutive
+// elements of a row: 16-byte loads of x and 8-byte stores of the FP8 codes when C % 8 == 0 (rows
+// start 16-byte aligned), element by element otherwise and at a ragged right edge. The tile's
+// codes go through shared memory, and the transpose leaves as chunks of 8 consecutive rows of one
+// column (8-byte stores when R % 8 == 0): both writes run along rows of their outputs.
+constexpr int kChunk = 8;  // elements a thread moves at once
+constexpr int kChunksPerRow = kTile / kChunk;
+constexpr int kRowsPerPass = kCastThreads / kChunksPerRow;
+static_assert(kTile % kRowsPerPass == 0, "whole passes over a tile");
+
+// 8 codes as one 8-byte word, first code in the lowest byte (memory order on a little-endian GPU).
+__device__ __forceinline__ uint2 pack_codes(const uint8_t (&q)[kChunk]) {
+  uint2 word;
+  word.x = unsigned(q[0]) | unsigned(q[1]) << 8 | unsigned(q[2]) << 16 | unsigned(q[3]) << 24;
+  word.y = unsigned(q[4]) | unsigned(q[5]) << 8 | unsigned(q[6]) << 16 | unsigned(q[7]) << 24;
+  return word;
+}
+
+__global__ void __launch_bounds__(kCastThreads)
+    cast_transpose_kernel(const nv_bf16* x_RC, int64_t R, int64_t C, Fp8Format format, const float* scale_ptr,
+                          uint8_t* out_RC, uint8_t* out_CR, float* scale_inv, float* amax_record) {
+  // Rows padded to an odd length, so that the transposed reads (8 rows apart) fall in different banks.
   __shared__ uint8_t tile[kTile][kTile + 1];
   const float scale = *scale_ptr;
   const __nv_fp8_interpretation_t kind = interpretation(format);
   const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
-  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int chunk = threadIdx.x % kChunksPerRow, lane_row = threadIdx.x / kChunksPerRow;
+  const bool rows_aligned = C % kChunk == 0, cols_aligned = R % kChunk == 0;
   unsigned bits = 0;
 #pragma unroll
-  for (int k = 0; k < kTile / kTileRows; ++k) {
-    const int row = ty + k * kTileRows;
-    const int64_t r = r0 + row, c = c0 + tx;
-    if (r < R && c < C) {
-      const float v = __bfloat162float(x_RC[r * C + c]);
-      bits = max(bits, abs_bits(v));
-      const uint8_t q = __nv_cvt_float_to_fp8(v * scale, __NV_SATFINITE, kind);
-      out_RC[r * C + c] = q;
-      tile[row][tx] = q;
+  for (int pass = 0; pass < kTile / kRowsPerPass; ++pass) {
+    const int row = lane_row + pass * kRowsPerPass, col = chunk * kChunk;
+    const int64_t r = r0 + row, c = c0 + col;
+    if (r >= R || c >= C) continue;
+    float v[kChunk];
+    const bool whole = rows_aligned && c + kChunk <= C;
+    if (whole) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(x_RC + r * C + c);
+      const nv_bf16* e = reinterpret_cast<const nv_bf16*>(&raw);
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = __bfloat162float(e[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) v[i] = c + i < C ? __bfloat162float(x_RC[r * C + c + i]) : 0.0f;
+    }
+    uint8_t q[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      bits = max(bits, abs_bits(v[i]));
+      q[i] = __nv_cvt_float_to_fp8(v[i] * scale, __NV_SATFINITE, kind);
+      tile[row][col + i] = q[i];
+    }
+    if (whole) {
+      *reinterpret_cast<uint2*>(out_RC + r * C + c) = pack_codes(q);
+    } else {
+      for (int i = 0; i < kChunk && c + i < C; ++i) out_RC[r * C + c + i] = q[i];
     }
   }
   if (amax_record) record_amax(bits, amax_record);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && tx == 0 && ty == 0) *scale_inv = 1.0f / scale;
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *scale_inv = 1.0f / scale;
   if (!out_CR) return;
   __syncthreads();
 #pragma unroll
-  for (int k = 0; k < kTile / kTileRows; ++k) {
-    const int col = ty + k * kTileRows;  // this thread writes row c0 + col of out_CR, column r0 + tx
-    const int64_t c = c0 + col, r = r0 + tx;
-    if (r < R && c < C) out_CR[c * R + r] = tile[tx][col];
+  for (int pass = 0; pass < kTile / kRowsPerPass; ++pass) {
+    // This thread writes rows r0 + chunk * 8 .. + 7 of column c0 + col, i.e. 8 bytes of row c of out_CR.
+    const int col = lane_row + pass * kRowsPerPass, row = chunk * kChunk;
+    const int64_t c = c0 + col, r = r0 + row;
+    if (c >= C || r >= R) continue;
+    uint8_t q[kChunk];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) q[i] = tile[row + i][col];
+    if (cols_aligned && r + kChunk <= R) {
+      *reinterpret_cast<uint2*>(out_CR + c * R + r) = pack_codes(q);
+    } else {
+      for (int i = 0; i < kChunk && r + i < R; ++i) out_CR[c * R + r + i] = q[i];
+    }
   }
 }
 
@@ -112,8 +155,8 @@ void fp8_cast_transpose(const bf16* x_RC, int64_t R, int64_t C, Fp8Format format
   HYLO_CUDA_REQUIRE(R >= 0 && C >= 0 && ceil_div(R, kTile) <= 65535, "fp8_cast_transpose: bad shape %lld x %lld",
                     (long long)R, (long long)C);
   if (R == 0 || C == 0) return;  // nothing for a GEMM to read, scale_inv included
-  const dim3 grid(unsigned(ceil_div(C, kTile)), unsigned(ceil_div(R, kTile))), block(kTile, kTileRows);
-  cast_transpose_kernel<<<grid, block, 0, stream>>>(as_nv(x_RC), R, C, format, scale, out_RC, out_CR, scale_inv,
+  const dim3 grid(unsigned(ceil_div(C, kTile)), unsigned(ceil_div(R, kTile)));
+  cast_transpose_kernel<<<grid, kCastThreads, 0, stream>>>(as_nv(x_RC), R, C, format, scale, out_RC, out_CR, scale_inv,
                                                    amax_record);
   HYLO_CUDA_LAUNCH_CHECK("fp8_cast_transpose_kernel");
 }
