@@ -51,7 +51,8 @@
 #           ..." also to every run, e.g. train.micro_batch_size=8 for the 2B on an H100), then the
 #           PyTorch peer of the 205M model (pbb, 12 layers; FP8_PEER=0 leaves it out)
 #   profile GPU time per op of $PROFILE_CONFIGS (default 205m-pbb 205m-full), averaged over 5
-#           steps after 2 warm-up steps (HYLO_PROFILE=1)
+#           steps after 2 warm-up steps (HYLO_PROFILE=1), in each precision of $PROFILE_PRECISIONS
+#           (default bf16)
 #   dense2b hylo bench train on configs/2b-{pbb,full}.yaml, recompute off and on, then the PyTorch
 #           peer at the same width (d 2560, 24 layers, 20 heads, SwiGLU 6912) in the same call;
 #           $DENSE2B_CONFIGS, $DENSE2B_RECOMPUTE and $DENSE2B_PEER (torch variants) narrow it;
@@ -368,8 +369,12 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
       [ "${FP8_PEER:-1}" = 0 ] || python3 .peers/torch_ref.py train --layers 12 --variants pbb \
         --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
     profile)
+      # PROFILE_PRECISIONS="bf16 fp8": each config once per precision (default bf16 only).
       for cfg in ${PROFILE_CONFIGS:-205m-pbb 205m-full}; do
-        HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 2>&1 | tee "$OUT/profile_$cfg.log"
+        for precision in ${PROFILE_PRECISIONS:-bf16}; do
+          HYLO_PROFILE=1 $hylo bench train configs/$cfg.yaml --steps 5 --warmup 2 --set train.precision=$precision \
+            2>&1 | tee "$OUT/profile_${cfg}_$precision.log"
+        done
       done ;;
     dense2b)
       # issue 37 goal 4: the dense 2B hybrids (configs/2b-*.yaml), 16 x 2048, without and with

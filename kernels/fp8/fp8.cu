@@ -8,8 +8,7 @@ namespace hylo::cuda {
 namespace {
 
 constexpr int kTile = 64;         // cast-transpose tile: 64 x 64 elements
-constexpr int kCastThreads = 256;  // per tile
-constexpr int kAmaxThreads = 256;
+constexpr int kCastThreads = 256;  // threads per block of every kernel here but the roll
 
 __device__ __forceinline__ __nv_fp8_interpretation_t interpretation(Fp8Format f) {
   return f == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
@@ -24,11 +23,18 @@ __device__ __forceinline__ unsigned warp_max_bits(unsigned x) {
   return x;
 }
 
-// Folds each thread's `bits` into *amax: one atomic per warp.
+// Folds each thread's `bits` into *amax with one atomic per block: every block of a cast hits the
+// same address, and one atomic per warp (8 per block, 65,536 for a 32768 x 1024 activation) would
+// queue there. Every thread of a 1-D block of kCastThreads must call it.
 __device__ __forceinline__ void record_amax(unsigned bits, float* amax) {
+  __shared__ unsigned warp_bits[kCastThreads / 32];
   bits = warp_max_bits(bits);
-  if ((threadIdx.x + threadIdx.y * blockDim.x) % 32 == 0 && bits != 0)
-    atomicMax(reinterpret_cast<unsigned*>(amax), bits);
+  if (threadIdx.x % 32 == 0) warp_bits[threadIdx.x / 32] = bits;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    bits = warp_max_bits(threadIdx.x < kCastThreads / 32 ? warp_bits[threadIdx.x] : 0u);
+    if (threadIdx.x == 0 && bits != 0) atomicMax(reinterpret_cast<unsigned*>(amax), bits);
+  }
 }
 
 __global__ void amax_kernel(const nv_bf16* x, int64_t n, float* amax) {
@@ -140,8 +146,8 @@ __global__ void roll_kernel(float* history_RH, float* step_amax_R, float* scale_
 
 void fp8_amax(const bf16* x, int64_t n, float* amax, cudaStream_t stream) {
   if (n == 0) return;
-  const int blocks = int(std::min<int64_t>(ceil_div(n, kAmaxThreads), 1024));
-  amax_kernel<<<blocks, kAmaxThreads, 0, stream>>>(as_nv(x), n, amax);
+  const int blocks = int(std::min<int64_t>(ceil_div(n, kCastThreads), 1024));
+  amax_kernel<<<blocks, kCastThreads, 0, stream>>>(as_nv(x), n, amax);
   HYLO_CUDA_LAUNCH_CHECK("fp8_amax_kernel");
 }
 
