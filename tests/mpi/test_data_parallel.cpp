@@ -218,6 +218,19 @@ TEST_SUITE("launch") {
     check_same_losses(ws, "plain", "zero");
   }
 
+  TEST_CASE("mpirun -np 2 hylo train in fp8: the ranks keep one amax history, and a 2-rank checkpoint resumes bit-exactly") {
+    // Each rank's casts see only its own micro-batches; the histories take the maximum over the
+    // ranks at every step, so the scales, and with them the weights, stay replicated (the
+    // checkpoint's replica check compares them at steps 6 and 12).
+    test::TrainingWorkspace ws("dp_fp8");
+    const std::string steps = "--set train.steps=12 --set train.micro_batch_size=1 --set train.precision=fp8 ";
+    succeeds(kMpirun + ws.train("straight", steps + "--set train.checkpoint_every=6"));
+    succeeds(kMpirun + ws.train("split", steps + "--set train.checkpoint_every=6 --stop-at 6"));
+    succeeds(kMpirun + ws.train("split", steps + "--resume auto"));
+    check_same_losses(ws, "straight", "split");
+    CHECK(fs::exists(ws.dir / "straight/checkpoints/step_12.h5"));
+  }
+
   TEST_CASE("mpirun -np 2 hylo train on an MoE model: the router biases follow every rank's load") {
     // Each rank's bias update sees the load summed over the ranks, so the biases stay replicated;
     // the checkpoint's replica check (weights and buffers) would fail otherwise.
