@@ -38,6 +38,9 @@
 #   prepare hylo data prepare of a synthetic jsonl.zst (data/bench_corpus/sample.jsonl.zst, carried,
 #           repeated $PREPARE_REPEAT times) at $PREPARE_WORKERS workers (default 1 2 4 8 16): wall
 #           time and peak RSS of each (/usr/bin/time -v), shard 0 compared between 1 and 16 workers
+#   prepare_solo  1, then $PREPARE_SOLO_N (default 16) independent 1-worker prepares of the same
+#           corpus at once: the aggregate the host gives single-threaded tokenizers without the
+#           pipeline's shared reader and writer (is 12x at 16 workers the host's or hylo's limit?)
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   attn_ab the attn stage's shapes, alternating this bundle's hylo with $AB_BASE (a hylo of another
@@ -328,6 +331,30 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
       done
       cmp -s /tmp/prep/out_1/train_000000.bin /tmp/prep/out_16/train_000000.bin 2>/dev/null &&
         echo "prepare: shard 0 identical for 1 and 16 workers" | tee -a "$summary" ;;
+    prepare_solo)
+      # issue 34's open question: does the host or the pipeline stop 16 workers short of 12x? One
+      # 1-worker prepare alone, then $PREPARE_SOLO_N (default 16) independent 1-worker prepares of
+      # the same corpus at once: their aggregate over the lone one is what the machine itself gives
+      # 16 single-threaded tokenizers (no shared reader, writer or queue). Run after prepare, which
+      # builds /tmp/prep/corpus.jsonl.zst (or alone: it builds it the same way).
+      mkdir -p /tmp/prep
+      if [ ! -f /tmp/prep/corpus.jsonl.zst ]; then
+        for _ in $(seq "${PREPARE_REPEAT:-20}"); do cat data/bench_corpus/sample.jsonl.zst >>/tmp/prep/corpus.jsonl.zst; done
+      fi
+      bytes=$(($(cat data/bench_corpus/sample.bytes) * ${PREPARE_REPEAT:-20}))
+      solo_n=${PREPARE_SOLO_N:-16}
+      for n in 1 "$solo_n"; do
+        rm -rf /tmp/prep/solo_*
+        start=$(python3 -c 'import time; print(time.time())')
+        for i in $(seq "$n"); do
+          $hylo data prepare --input /tmp/prep/corpus.jsonl.zst --workers 1 --out /tmp/prep/solo_$i >/dev/null 2>&1 &
+        done
+        wait
+        echo "prepare_solo: $n independent 1-worker processes: $(python3 -c 'import sys, time
+wall = time.time() - float(sys.argv[1])
+print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv[3]) / wall / 1e6))' "$start" "$n" "$bytes")" |
+          tee -a "$summary"
+      done ;;
     attn)
       bench_attention "$hylo" "$OUT/bench_attention.json" | tail -16 ;;
     attn_ab)
