@@ -97,7 +97,9 @@
 #           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
 #           then `hylo report` over them all into pooled/. ABLATION_ONLY="0,3": only these points
 #           (`hylo sweep --only`), to split one sweep across calls. ABLATION_TASKS: the eval tasks
-#           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry). Sweeps on every source (hybrids-*-all,
+#           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry);
+#           ABLATION_EVAL_ARGS: more `hylo eval` flags, e.g. "--text data/raw/austen/*.txt --n 500"
+#           (the protocol's last word: 500 passages of held-out Austen; carry data/raw/austen). Sweeps on every source (hybrids-*-all,
 #           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB)
@@ -554,8 +556,9 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
           ${seed_set[@]+"${seed_set[@]}"} ${ABLATION_ONLY:+--only "$ABLATION_ONLY"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
         for run in "$dir/$sweep"/*/; do
           echo "-- eval $(basename "$run")" | tee -a "$summary"
-          $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" --json "$run/eval.json" 2>&1 | tail -24 |
-            tee -a "$summary"
+          # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
+          $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
+            --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
         done
         $hylo report "$dir/$sweep" 2>&1 | tail -6 | tee -a "$summary"
         # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after

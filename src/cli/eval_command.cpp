@@ -58,7 +58,9 @@ void check_task(const std::string& text) {
 int run_eval(const EvalOptions& o) {
   const std::vector<std::string>& tasks = o.tasks;
   const bool ppl = std::find(tasks.begin(), tasks.end(), "ppl") != tasks.end();
-  if (!o.texts.empty() && !ppl) cli::usage_error("--text is the text of --tasks ppl, which is not among the tasks");
+  const bool lastword = std::find(tasks.begin(), tasks.end(), "lastword") != tasks.end();
+  if (!o.texts.empty() && !ppl && !lastword)
+    cli::usage_error("--text is the text of --tasks ppl and lastword, neither of which is among the tasks");
   // Everything a task reads is read before any task runs: a missing tokenizer or a bad line in a
   // task file fails the command at once, not after an hour of the others.
   std::vector<TaskData> standard;
@@ -73,9 +75,10 @@ int run_eval(const EvalOptions& o) {
                kHeldoutText);
     texts.push_back(kHeldoutText);
   }
-  const std::vector<TextDocument> documents = ppl ? read_text_documents(texts) : std::vector<TextDocument>{};
+  const std::vector<TextDocument> documents =
+      ppl || (lastword && !o.texts.empty()) ? read_text_documents(texts) : std::vector<TextDocument>{};
   std::optional<data::Tokenizer> tokenizer;
-  if (ppl || !standard.empty() || std::find(tasks.begin(), tasks.end(), "lastword") != tasks.end())
+  if (ppl || !standard.empty() || lastword)
     tokenizer = data::Tokenizer::from_tiktoken(o.tokenizer_path);
 
   const LoadedModel loaded = load_model_checkpoint(o.path, o.overrides);
@@ -99,7 +102,9 @@ int run_eval(const EvalOptions& o) {
       fmt::print("{}", r.table());
       json["retrieval"] = r.json();
     } else if (task == "lastword") {
-      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device, *tokenizer, last_word);
+      // Without --text the passages come from the run's val shard (the held-out default is ppl's).
+      const LastWordResult r = evaluate_last_word(*loaded.model, loaded.config, device, *tokenizer, last_word,
+                                                  o.texts.empty() ? std::vector<TextDocument>{} : documents);
       fmt::print("{}", r.table());
       json["lastword"] = r.json();
     } else if (task == "ppl") {
@@ -139,7 +144,9 @@ void add_eval_command(CLI::App& app) {
       ->allow_extra_args(false)
       ->each(check_task);
   cmd->add_option("--text", o->texts,
-                  fmt::format("ppl: UTF-8 text files (.jsonl: a document per line's \"text\"); default {}", kHeldoutText))
+                  fmt::format("held-out UTF-8 text files (.jsonl: a document per line's \"text\") for ppl (default {}) "
+                              "and lastword (default: the run's val shard)",
+                              kHeldoutText))
       ->default_str("");
   cli::add_positive(cmd, "--n", o->n, "retrieval sequences per distance; last-word passages");
   cli::add_positive(cmd, "--batch-size", o->batch, "sequences per forward pass (ppl and the NAME=FILE tasks)");

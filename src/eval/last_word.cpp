@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -86,44 +87,65 @@ bool is_last_word(const data::Tokenizer& tokenizer, std::span<const int32_t> wor
   return !after.empty() && (after[0] == '.' || after[0] == '!' || after[0] == '?');
 }
 
-LastWordSet build_last_word_set(const data::ShardReader& shard, const data::Tokenizer& tokenizer,
+LastWordSource last_word_source(const data::ShardReader& shard, const std::string& source) {
+  LastWordSource out;
+  out.docs = shard_documents(shard);
+  const bool labelled = std::any_of(out.docs.begin(), out.docs.end(), [&](const ShardDocument& d) { return d.source == source; });
+  if (labelled) {
+    std::erase_if(out.docs, [&](const ShardDocument& d) { return d.source != source; });
+    out.documents = fmt::format("{} {} documents of {} (manifest.tsv)", out.docs.size(), source, shard.path());
+  } else {
+    out.documents =
+        fmt::format("all {} documents of {} (no matching manifest with {} rows)", out.docs.size(), shard.path(), source);
+  }
+  out.tokens.resize(size_t(shard.size()));
+  shard.copy_tokens(0, shard.size(), out.tokens.data());
+  return out;
+}
+
+LastWordSource last_word_source(const std::vector<TextDocument>& texts, const data::Tokenizer& tokenizer) {
+  LastWordSource out;
+  std::vector<std::string> names;
+  for (const TextDocument& doc : texts) {
+    const std::vector<int32_t> ids = tokenizer.encode_ordinary(doc.text);
+    const uint64_t begin = out.tokens.size();
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+    out.docs.push_back({begin, out.tokens.size(), "", doc.name});
+    names.push_back(doc.name);
+  }
+  out.documents = fmt::format("{} held-out documents ({})", texts.size(), fmt::join(names, ", "));
+  return out;
+}
+
+LastWordSet build_last_word_set(const LastWordSource& source, const data::Tokenizer& tokenizer,
                                 const LastWordOptions& options) {
   const int L = options.seq_len;
   HYLO_CHECK(L >= 2, "lastword: seq_len {} is too short", L);
-  std::vector<ShardDocument> docs = shard_documents(shard);
+  const std::vector<int32_t>& tokens = source.tokens;
+  const auto known = [&](uint64_t i) { return uint32_t(tokens[i]) < uint32_t(tokenizer.vocab_size()); };
   LastWordSet set;
-  const bool labelled = std::any_of(docs.begin(), docs.end(), [&](const ShardDocument& d) { return d.source == options.source; });
-  if (labelled) {
-    std::erase_if(docs, [&](const ShardDocument& d) { return d.source != options.source; });
-    set.documents = fmt::format("{} {} documents of {} (manifest.tsv)", docs.size(), options.source, shard.path());
-  } else {
-    set.documents = fmt::format("all {} documents of {} (no matching manifest with {} rows)", docs.size(), shard.path(),
-                                options.source);
-  }
+  set.documents = source.documents;
   // Candidates: (word_begin, word_end) of every target word with L tokens of its document up to its end.
   std::vector<std::pair<uint64_t, uint64_t>> candidates;
-  std::vector<int32_t> window;
-  for (const ShardDocument& doc : docs) {
+  for (const ShardDocument& doc : source.docs) {
     for (uint64_t j = doc.begin + uint64_t(L); j < doc.end; ++j) {  // j: the token after the word
-      if (shard.token(j) >= uint32_t(tokenizer.vocab_size())) continue;
-      const std::string& next = tokenizer.token_bytes(int32_t(shard.token(j)));
+      if (!known(j)) continue;
+      const std::string& next = tokenizer.token_bytes(tokens[j]);
       if (next.empty() || (next[0] != '.' && next[0] != '!' && next[0] != '?')) continue;
       // Walk back over letter-only tokens to the one with the leading space.
       uint64_t k = j;
       while (k > doc.begin && j - k < uint64_t(kMaxWordTokens)) {
         --k;
-        const uint32_t id = shard.token(k);
-        if (id >= uint32_t(tokenizer.vocab_size())) break;
-        if (!tokenizer.token_bytes(int32_t(id)).starts_with(' ')) continue;
-        window.resize(size_t(j - k));
-        shard.copy_tokens(k, j - k, window.data());
-        if (is_last_word(tokenizer, window, int32_t(shard.token(j)))) candidates.push_back({k, j});
+        if (!known(k)) break;
+        if (!tokenizer.token_bytes(tokens[k]).starts_with(' ')) continue;
+        if (is_last_word(tokenizer, std::span<const int32_t>(tokens).subspan(k, j - k), tokens[j]))
+          candidates.push_back({k, j});
         break;
       }
     }
   }
   set.candidates = int64_t(candidates.size());
-  // A seeded sample without replacement (partial Fisher-Yates), back in shard order.
+  // A seeded sample without replacement (partial Fisher-Yates), back in document order.
   Rng rng{options.seed, 0};
   const size_t n = std::min(candidates.size(), size_t(std::max(0, options.passages)));
   for (size_t i = 0; i < n; ++i) std::swap(candidates[i], candidates[i + rng.below(candidates.size() - i)]);
@@ -135,8 +157,7 @@ LastWordSet build_last_word_set(const data::ShardReader& shard, const data::Toke
     p.word_end = end;
     p.word_tokens = int(end - begin);
     p.word_first = L - p.word_tokens;
-    p.ids.resize(size_t(L));
-    shard.copy_tokens(end - uint64_t(L), uint64_t(L), p.ids.data());
+    p.ids.assign(tokens.begin() + int64_t(end) - L, tokens.begin() + int64_t(end));
     const auto word = p.ids.begin() + p.word_first;
     p.in_context = std::search(p.ids.begin(), word, word, p.ids.end()) != word;
     set.passages.push_back(std::move(p));
@@ -173,13 +194,21 @@ LastWordResult tally_last_word(const LastWordSet& set, const std::vector<SpanSco
 }
 
 LastWordResult evaluate_last_word(const Transformer& model, const Config& config, Device device,
-                                  const data::Tokenizer& tokenizer, LastWordOptions options) {
+                                  const data::Tokenizer& tokenizer, LastWordOptions options,
+                                  const std::vector<TextDocument>& texts) {
   if (options.seq_len == 0) options.seq_len = config.train.seq_len;
-  const data::ShardReader val = first_val_shard(config.data);
-  const LastWordSet set = build_last_word_set(val, tokenizer, options);
+  int vocab_valid = int(std::min<uint64_t>(uint64_t(tokenizer.vocab_size()), uint64_t(config.model.vocab_size)));
+  LastWordSource source;
+  if (texts.empty()) {
+    const data::ShardReader val = first_val_shard(config.data);
+    source = last_word_source(val, options.source);
+    vocab_valid = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
+  } else {
+    source = last_word_source(texts, tokenizer);
+  }
+  const LastWordSet set = build_last_word_set(source, tokenizer, options);
   std::vector<ScoredSequence> sequences;
   for (const LastWordPassage& p : set.passages) sequences.push_back({p.ids, p.word_first, p.word_tokens});
-  const int vocab_valid = int(std::min<uint64_t>(val.vocab_size(), uint64_t(config.model.vocab_size)));
   return tally_last_word(set, score_sequences(model, sequences, vocab_valid, device, options.batch), options.seq_len);
 }
 

@@ -13,10 +13,12 @@
 // word's tokens. Also reported for the "in context" subset, where the word's tokens already occur
 // earlier in the passage (LAMBADA's targets mostly do: a long-context signal).
 //
-// Documents: the val shard has no source labels, but `hylo data prepare` writes manifest.tsv
-// beside it with the val rows in shard order; when those rows match the shard's documents one for
-// one (count and token counts) only `source` (gutenberg) documents are used, otherwise all of the
-// shard's documents, and the result says which.
+// Documents: by default the val shard's. It has no source labels, but `hylo data prepare` writes
+// manifest.tsv beside it with the val rows in shard order; when those rows match the shard's
+// documents one for one (count and token counts) only `source` (gutenberg) documents are used,
+// otherwise all of the shard's documents, and the result says which. Or held-out text in no
+// training split (`hylo eval --tasks lastword --text FILE...`, e.g. the Austen novels of
+// scripts/fetch_data.sh --heldout), tokenized here, a file (or jsonl line) a document.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -29,6 +31,7 @@
 #include "data/tokenizer.h"
 #include "nn/transformer.h"
 #include "config/config.h"
+#include "eval/perplexity.h"
 #include "eval/span_score.h"
 
 namespace hylo {
@@ -66,7 +69,19 @@ struct LastWordSet {
   std::vector<LastWordPassage> passages;  // a seeded sample of `passages`, in shard order
 };
 
-LastWordSet build_last_word_set(const data::ShardReader& shard, const data::Tokenizer& tokenizer,
+// The tokens passages are cut from, document after document (docs index into tokens).
+struct LastWordSource {
+  std::vector<int32_t> tokens;
+  std::vector<ShardDocument> docs;
+  std::string documents;  // which documents, in words
+};
+
+// The val shard's documents, only `source`'s when the manifest labels them (see above).
+LastWordSource last_word_source(const data::ShardReader& shard, const std::string& source);
+// Held-out text documents, tokenized.
+LastWordSource last_word_source(const std::vector<TextDocument>& texts, const data::Tokenizer& tokenizer);
+
+LastWordSet build_last_word_set(const LastWordSource& source, const data::Tokenizer& tokenizer,
                                 const LastWordOptions& options);
 
 struct LastWordResult {
@@ -85,7 +100,9 @@ struct LastWordResult {
 
 LastWordResult tally_last_word(const LastWordSet& set, const std::vector<SpanScore>& scores, int seq_len);
 
+// On `texts` when there are any, else on the config's val shard.
 LastWordResult evaluate_last_word(const Transformer& model, const Config& config, Device device,
-                                  const data::Tokenizer& tokenizer, LastWordOptions options);
+                                  const data::Tokenizer& tokenizer, LastWordOptions options,
+                                  const std::vector<TextDocument>& texts = {});
 
 }  // namespace hylo

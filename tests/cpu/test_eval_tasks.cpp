@@ -257,7 +257,7 @@ TEST_CASE("last word: whole lowercase sentence-final words, from the manifest's 
   LastWordOptions o;
   o.seq_len = 48;
   o.passages = 40;
-  const LastWordSet set = build_last_word_set(val, tok, o);
+  const LastWordSet set = build_last_word_set(last_word_source(val, o.source), tok, o);
   CHECK(set.documents.find("1 gutenberg documents") != std::string::npos);
   REQUIRE(set.passages.size() == 40);
   CHECK(set.candidates > 40);
@@ -283,13 +283,41 @@ TEST_CASE("last word: whole lowercase sentence-final words, from the manifest's 
   CHECK(multi);
   CHECK(in_context);
   // Same seed, same passages; without a matching manifest every document is used.
-  const LastWordSet again = build_last_word_set(val, tok, o);
+  const LastWordSet again = build_last_word_set(last_word_source(val, o.source), tok, o);
   CHECK(again.passages.front().ids == set.passages.front().ids);
   CHECK(again.passages.back().word_end == set.passages.back().word_end);
   fs::remove(scratch / "manifest.tsv");
-  const LastWordSet all = build_last_word_set(val, tok, o);
+  const LastWordSet all = build_last_word_set(last_word_source(val, o.source), tok, o);
   CHECK(all.documents.find("all 3 documents") != std::string::npos);
   CHECK(all.candidates > set.candidates);
+}
+
+TEST_CASE("last word from held-out text: each file a document, passages never cross documents") {
+  const data::Tokenizer tok = data::Tokenizer::from_tiktoken(kTokenizer);
+  const std::vector<TextDocument> texts{{"a.txt", prose(11, 200)}, {"b.txt", prose(12, 200)}};
+  const LastWordSource source = last_word_source(texts, tok);
+  REQUIRE(source.docs.size() == 2);
+  CHECK(source.docs[0].begin == 0);
+  CHECK(source.docs[0].end == source.docs[1].begin);
+  CHECK(source.docs[1].end == source.tokens.size());
+  CHECK(std::vector<int32_t>(source.tokens.begin(), source.tokens.begin() + int64_t(source.docs[0].end)) ==
+        tok.encode_ordinary(texts[0].text));
+  CHECK(source.documents == "2 held-out documents (a.txt, b.txt)");
+  LastWordOptions o;
+  o.seq_len = 48;
+  o.passages = 1000;  // every candidate
+  const LastWordSet set = build_last_word_set(source, tok, o);
+  REQUIRE(set.passages.size() == size_t(set.candidates));
+  REQUIRE(set.candidates > 20);
+  bool second = false;
+  for (const LastWordPassage& p : set.passages) {
+    const ShardDocument& doc = p.word_end < source.docs[0].end ? source.docs[0] : source.docs[1];
+    CHECK(p.word_end - uint64_t(o.seq_len) >= doc.begin);  // the whole passage inside one document
+    CHECK(p.ids == std::vector<int32_t>(source.tokens.begin() + int64_t(p.word_end) - o.seq_len,
+                                        source.tokens.begin() + int64_t(p.word_end)));
+    second |= p.word_begin >= source.docs[1].begin;
+  }
+  CHECK(second);
 }
 
 TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint writes the expected JSON") {
@@ -341,6 +369,21 @@ TEST_CASE("hylo eval --tasks val,retrieval,lastword on a hand-built checkpoint w
   CHECK(retrieval["bridge"] == 4);
   CHECK(json["lastword"]["in_context"]["accuracy"].is_number());
   CHECK(json["lastword"]["documents"].get<std::string>().find("gutenberg") != std::string::npos);
+
+  // Held-out text instead of the val shard: --text serves lastword as it serves ppl.
+  std::ofstream(scratch / "heldout.txt") << prose(9, 300);
+  const test::CommandResult held = test::run_command(std::string(HYLO_BINARY_DIR) + "/hylo eval " + (scratch / "run") +
+                                                     " --tasks lastword --n 6 --tokenizer " + kTokenizer + " --text " +
+                                                     (scratch / "heldout.txt") + " --json " + (scratch / "h.json"));
+  REQUIRE_MESSAGE(held.exit_code == 0, held.output);
+  const nlohmann::json held_json = nlohmann::json::parse(slurp(scratch / "h.json"));
+  CHECK(held_json["lastword"]["n"] == 6);
+  CHECK(held_json["lastword"]["documents"] == "1 held-out documents (" + (scratch / "heldout.txt") + ")");
+  const test::CommandResult stray = test::run_command(std::string(HYLO_BINARY_DIR) + "/hylo eval " + (scratch / "run") +
+                                                      " --tasks val --text " + (scratch / "heldout.txt"));
+  CHECK(stray.exit_code == 2);
+  CHECK(stray.output.find("--text is the text of --tasks ppl and lastword, neither of which is among the tasks") !=
+        std::string::npos);
 
   const test::CommandResult bad = test::run_command(base + (scratch / "c.json") + " --tasks val,lambada");
   CHECK(bad.exit_code != 0);
