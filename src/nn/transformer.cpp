@@ -99,6 +99,7 @@ void Transformer::enable_fp8(const Fp8Recipe& recipe, Device device) {
     linears += b.moe ? 4 : 6;  // q k v o (+ FFN in, out when dense)
   }
   fp8_ = std::make_unique<Fp8State>(recipe, linears, device);
+  for (int base : fp8_linear_base_) fp8_->share_input(base + int(BlockLinear::q), 3);  // q, k, v read one normed x
 }
 
 Var Transformer::block_linear(int layer, BlockLinear slot, const Var& x, const Var& w) const {

@@ -45,7 +45,8 @@ const std::array<float, 256>& decoded(Fp8Format f) {
 }  // namespace
 
 Fp8State::Fp8State(const Fp8Recipe& recipe, int linears, Device device)
-    : recipe_(recipe), linears_(linears), device_(device), weights_(size_t(linears)) {
+    : recipe_(recipe), linears_(linears), device_(device), weights_(size_t(linears)), input_group_(size_t(linears)) {
+  for (int l = 0; l < linears; ++l) input_group_[size_t(l)] = l;
   HYLO_CHECK(linears >= 0 && recipe.history >= 1 && recipe.margin >= 0 && recipe.margin < 31,
              "fp8: {} linears, amax history {}, margin {}", linears, recipe.history, recipe.margin);
   const int64_t roles = 3 * int64_t(linears);
@@ -88,6 +89,7 @@ void Fp8State::roll() {
   update_scales(true);
   ++steps_recorded_;
   for (CachedWeight& w : weights_) w = {};  // the optimizer moved the weights
+  input_ = {};                              // and the scales
 }
 
 void Fp8State::discard_step() { step_amax_.fill_(0.0); }
@@ -105,6 +107,7 @@ void Fp8State::restore(const Tensor& amax_history, int64_t steps_recorded, const
   step_amax_.fill_(0.0);
   update_scales(false);
   for (CachedWeight& w : weights_) w = {};
+  input_ = {};
 }
 
 std::vector<uint32_t> Fp8State::step_amax_bits() const {
@@ -180,6 +183,24 @@ const Fp8Operand& Fp8State::weight(const Tensor& w, int linear) {
   return cached.cast;
 }
 
+void Fp8State::share_input(int first, int count) {
+  HYLO_CHECK(first >= 0 && count >= 1 && first + count <= linears_, "fp8: linears {} .. {} of {}", first,
+             first + count - 1, linears_);
+  for (int l = first; l < first + count; ++l) input_group_[size_t(l)] = first;
+}
+
+Fp8Operand Fp8State::input(const Tensor& x, int linear, bool training) {
+  HYLO_CHECK(linear >= 0 && linear < linears_, "fp8: linear {} of {}", linear, linears_);
+  const int group = input_group_[size_t(linear)];
+  const bool shared = group != linear || (linear + 1 < linears_ && input_group_[size_t(linear + 1)] == linear);
+  if (!shared) return quantize(x, linear, Fp8Role::x, /*transpose=*/training, /*record=*/training);
+  if (input_.group == group && input_.training == training && input_.source.raw() == x.raw() &&
+      input_.source.shape() == x.shape())
+    return input_.cast;
+  input_ = {x, group, training, quantize(x, group, Fp8Role::x, /*transpose=*/training, /*record=*/training)};
+  return input_.cast;
+}
+
 void fp8_matmul(const Fp8Operand& a, bool a_t, const Fp8Operand& b, bool b_t, int M, int N, int K, Tensor& C,
                 bool accumulate) {
   if (on_cuda(C, "fp8 linear", [&] {
@@ -212,7 +233,7 @@ Var fp8_linear(const Var& x, const Var& w, Fp8State& state, int linear) {
   const int N = int(X.size(0)), in = int(X.size(1)), out = int(W.size(0));
   // Only training records x's amax, and only its backward reads x's transpose.
   const bool training = grad_enabled();
-  Fp8Operand qx = state.quantize(X, linear, Fp8Role::x, /*transpose=*/training, /*record=*/training);
+  Fp8Operand qx = state.input(X, linear, training);
   const Fp8Operand& qw = state.weight(W, linear);
   Tensor Y = Tensor::empty({N, out}, X.dtype(), X.device(), "linear output");
   fp8_matmul(qx, false, qw, false, N, out, in, Y, false);

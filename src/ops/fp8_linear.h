@@ -14,6 +14,10 @@
 //
 // Weights change only at the optimizer step, so a linear's weight is cast (with its transposed
 // copy) once per step and reused by every micro-batch, recomputation and evaluation until roll().
+// Linears that read one input (q, k and v read the same normed x) can share its cast: declared with
+// share_input, the first of them casts x under its own x role and the others reuse those codes
+// while the input is the same tensor (their own x roles stay unrecorded). Same numbers as three
+// casts, since three histories of one tensor are equal; a third of the forward cast traffic less.
 // Only training passes (grad mode) record x's amax: evaluation reads the scales, never moves them.
 //
 // CUDA: kernels/fp8 casts (and transposes: cuBLASLt's FP8 GEMMs take K-contiguous operands only)
@@ -78,6 +82,11 @@ class Fp8State {
   Fp8Operand quantize(const Tensor& t, int linear, Fp8Role role, bool transpose, bool record);
   // The weight's cast with its transpose, made once per step (see above).
   const Fp8Operand& weight(const Tensor& w, int linear);
+  // Linears first .. first + count - 1 read the same input: one cast of it serves them all.
+  void share_input(int first, int count);
+  // The input x of `linear`'s forward, cast (and in training transposed and recorded) or, for a
+  // linear sharing its input, the cast its group made of this same tensor.
+  Fp8Operand input(const Tensor& x, int linear, bool training);
 
  private:
   int role_index(int linear, Fp8Role role) const;
@@ -96,6 +105,14 @@ class Fp8State {
     Fp8Operand cast;
   };
   std::vector<CachedWeight> weights_;  // per linear; cleared by roll() and restore()
+  std::vector<int> input_group_;       // per linear: the first linear of its shared-input group
+  struct CachedInput {
+    Tensor source;  // holds the input's storage, so that no other tensor can take its address
+    int group = -1;
+    bool training = false;
+    Fp8Operand cast;
+  };
+  CachedInput input_;  // the last shared cast; cleared by roll() and restore()
 };
 
 // C (M, N) = a' (M, K) @ b' (N, K)^T scaled by both scale inverses, a' = a.codes or, when a_t,

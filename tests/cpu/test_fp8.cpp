@@ -160,6 +160,28 @@ TEST_CASE("fp8 delayed scaling: the first step scales by each tensor's own amax,
   CHECK(scale_inv(current.quantize(filled(4.0f), 0, Fp8Role::x, false, true)) == 1.0f / 112.0f);
 }
 
+TEST_CASE("fp8 shared input: linears declared to read one input cast it once, under the first one's x role") {
+  Fp8State state(Fp8Recipe{}, 4, Device::cpu);
+  state.share_input(0, 3);  // as q, k, v; linear 3 (o) reads its own input
+  const Tensor x = filled(2.0f), other = filled(4.0f);
+  const Fp8Operand q = state.input(x, 0, true), k = state.input(x, 1, true), v = state.input(x, 2, true);
+  CHECK(k.codes.raw() == q.codes.raw());  // the same cast, not an equal one
+  CHECK(v.codes.raw() == q.codes.raw());
+  CHECK(state.input(other, 1, true).codes.raw() != q.codes.raw());  // another tensor: cast again
+  CHECK(state.input(x, 3, true).codes.raw() != q.codes.raw());      // not in the group
+  CHECK(state.input(x, 1, false).codes.raw() != q.codes.raw());     // evaluation casts apart
+  state.roll();
+  const std::vector<float> history = state.amax_history().to_vector<float>();
+  const int H = Fp8Recipe{}.history;
+  CHECK(history[size_t(0 * H)] == 4.0f);  // q's x role: both tensors the group cast (2, then 4 for k)
+  CHECK(history[size_t(3 * H)] == 0.0f);  // k's x role: never recorded
+  CHECK(history[size_t(6 * H)] == 0.0f);  // v's
+  CHECK(history[size_t(9 * H)] == 2.0f);  // o's own
+  // After the roll the group casts afresh (the scales moved).
+  CHECK(state.input(x, 0, true).codes.raw() != q.codes.raw());
+  CHECK(test::error_of([&] { state.share_input(2, 3); }) == "fp8: linears 2 .. 4 of 4");
+}
+
 TEST_CASE("fp8 linear on the CPU: forward and both gradients within e4m3/e5m2 precision of fp64, and quantized") {
   const int N = 48, in = 64, out = 40;
   for (const bool hybrid : {true, false}) {
@@ -230,7 +252,14 @@ TEST_CASE("fp8 training on the CPU: close to fp32 over 20 steps, resumes bit-exa
   const std::vector<float> history = saved.fp8[0].value.to_vector<float>();
   for (int role = 0; role < 36; ++role) {
     CAPTURE(role);
-    CHECK(history[size_t(role * 16 + 9)] > 0.0f);   // 10 steps recorded
+    // k and v (linears 1 and 2 of each layer's six) use q's cast of the normed x: their own x roles
+    // are never recorded.
+    const int linear = role / 3;
+    const bool shared_x = role % 3 == 0 && (linear % 6 == 1 || linear % 6 == 2);
+    if (shared_x)
+      CHECK(history[size_t(role * 16 + 9)] == 0.0f);
+    else
+      CHECK(history[size_t(role * 16 + 9)] > 0.0f);  // 10 steps recorded
     CHECK(history[size_t(role * 16 + 10)] == 0.0f);  // not more
   }
   // A bf16 run has no /fp8, and the precisions do not resume each other's checkpoints.
