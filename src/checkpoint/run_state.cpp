@@ -73,6 +73,13 @@ RunReport run_report(const std::string& dir, int64_t final_step) {
     return r;
   }
   const std::optional<RunState> state = read_run_state(dir);
+  // A run directory copied without its checkpoints (a sweep's results brought back from a GPU
+  // machine, kept under experiments/results) still shows in its metrics that it trained to the end.
+  if ((!state || state->state == "finished") && final_step > 0 && r.step >= final_step) {
+    r.status = RunStatus::finished;
+    r.detail = "its metrics reach the last step; no final checkpoint here";
+    return r;
+  }
   if (!state) {
     if (r.step > 0) {
       r.status = RunStatus::failed;

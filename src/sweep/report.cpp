@@ -135,9 +135,12 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
 //   contain that text. The seed sets the initialisation and the data order, the same for every group,
 //   and it moves every group alike (experiments/results/hybrids_all.md), so the pairs resolve
 //   differences that the spread over seeds hides.
-// Empty when the sweep does not vary the seed.
+// Empty when the sweep does not vary the seed. `paired_out` gets the second table as data (for
+// paired.png): {"baseline": label, "groups": [{"label", "pairs", "columns": {c: {n, mean, se}}}]},
+// left null when there is no second group.
 std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
-                         const std::vector<std::string>& columns, const std::optional<std::string>& baseline) {
+                         const std::vector<std::string>& columns, const std::optional<std::string>& baseline,
+                         nlohmann::ordered_json& paired_out) {
   const std::string seed = "train.seed";
   if (std::find(keys.begin(), keys.end(), seed) == keys.end()) {
     HYLO_CHECK(!baseline, "report: --baseline '{}' needs runs that differ in train.seed (nothing is paired)",
@@ -202,6 +205,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
 
   std::string paired = header("pairs", " − first (mean ± se)");
   const auto& first = groups.front().second;
+  paired_out = {{"baseline", groups.front().first}, {"groups", nlohmann::ordered_json::array()}};
   for (size_t g = 1; g < groups.size(); ++g) {
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
     for (const ReportRow* row : groups[g].second)
@@ -210,12 +214,17 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
             base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
     paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
+    nlohmann::ordered_json group{{"label", groups[g].first}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
     for (const std::string& c : columns) {
       std::vector<double> d;
       for (const auto& [row, base] : pairs)
         if (auto x = value(*row, c), y = value(*base, c); x && y) d.push_back(*x - *y);
       paired += cell(d, true);
+      if (d.empty()) continue;
+      const auto [mean, sd] = mean_sd(d);
+      group["columns"][c] = {{"n", d.size()}, {"mean", mean}, {"se", sd / std::sqrt(double(d.size()))}};
     }
+    paired_out["groups"].push_back(group);
     paired += "\n";
   }
   return out +
@@ -387,7 +396,8 @@ int run_report(const ReportOptions& options) {
     for (const auto& [key, value] : row.values)
       if (key.starts_with(kDistancePrefix)) by_distance.emplace(std::stoi(key.substr(kDistancePrefix.size())), key);
   for (const auto& [distance, key] : by_distance) metric_columns.push_back(key);
-  const std::string over_seeds = seed_summary(rows, keys, metric_columns, baseline);
+  nlohmann::ordered_json paired;
+  const std::string over_seeds = seed_summary(rows, keys, metric_columns, baseline, paired);
   fmt::print("{}{}", table, over_seeds);
   fs::create_directories(dir);  // once every check has passed: a refused report leaves nothing
 
@@ -412,8 +422,15 @@ int run_report(const ReportOptions& options) {
   std::string title;
   for (const fs::path& d : dirs)
     title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
-  const std::string plots = plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
-                            plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance");
+  std::vector<std::string> paired_inputs;  // the differences paired by seed, as paired.json
+  if (!paired.is_null()) {
+    write_file_atomic((dir / "paired.json").string(), paired.dump(1) + "\n");
+    paired_inputs.push_back((dir / "paired.json").string());
+  }
+  const std::string plots =
+      plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
+      plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance") +
+      plot("plot_paired.py", paired_inputs, "paired.png", "differences from the first group, paired by seed");
   write_file_atomic((dir / "report.md").string(),
                     fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds,
                                 plots));

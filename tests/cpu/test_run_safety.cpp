@@ -400,4 +400,17 @@ TEST_CASE("run state: pending, running (the lock held), preempted, failed, finis
   save_checkpoint(checkpoint_path(dir, 40), small_state(40));
   CHECK(run_report(dir, 40).status == RunStatus::finished);
   CHECK(std::string(run_status_name(RunStatus::preempted)) == "preempted");
+
+  // Copied without its checkpoints (a sweep brought back from a GPU machine): the metrics say
+  // whether it trained to the end, with or without the run_state.json of this hylo.
+  const std::string copied = scratch.str() + "/copied";
+  fs::create_directories(copied);
+  std::ofstream(copied + "/metrics.jsonl") << "{\"step\":39,\"loss\":2}\n{\"step\":40,\"loss\":2}\n";
+  CHECK(run_report(copied, 40).status == RunStatus::finished);
+  CHECK(run_report(copied, 40).detail == "its metrics reach the last step; no final checkpoint here");
+  CHECK(run_report(copied, 41).status == RunStatus::failed);  // one step short: stopped
+  write_run_state(copied, {"finished", 40, ""});
+  CHECK(run_report(copied, 40).status == RunStatus::finished);
+  write_run_state(copied, {"failed", 40, "step 40: the checkpoint could not be written"});
+  CHECK(run_report(copied, 40).status == RunStatus::failed);
 }

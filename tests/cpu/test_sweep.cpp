@@ -313,6 +313,20 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
   CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
   CHECK(std::fabs(std::stod(line.substr(line.find(" ± ", val) + 4)) - std::fabs(d1 - d2) / 2) < 1e-4);
+  // The same differences as data, and drawn (paired.png) where matplotlib is.
+  const nlohmann::json data = nlohmann::json::parse(read_file(dir / "paired.json").value());
+  CHECK(data["baseline"] == " pbb |");
+  REQUIRE(data["groups"].size() == 1);
+  CHECK(data["groups"][0]["label"] == " swa |");
+  CHECK(data["groups"][0]["pairs"] == 2);
+  const nlohmann::json& v = data["groups"][0]["columns"]["val_loss"];
+  CHECK(v["n"] == 2);
+  CHECK(std::fabs(v["mean"].get<double>() - (d1 + d2) / 2) < 1e-4);
+  CHECK(std::fabs(v["se"].get<double>() - std::fabs(d1 - d2) / 2) < 1e-4);
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
+    CHECK(fs::exists(dir / "paired.png"));
+    CHECK(md.find("![differences from the first group, paired by seed](paired.png)") != std::string::npos);
+  }
 }
 
 TEST_CASE("report combines one sweep run once per seed into several directories, seeds read from the runs") {
