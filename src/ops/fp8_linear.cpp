@@ -45,8 +45,7 @@ const std::array<float, 256>& decoded(Fp8Format f) {
 }  // namespace
 
 Fp8State::Fp8State(const Fp8Recipe& recipe, int linears, Device device)
-    : recipe_(recipe), linears_(linears), device_(device), weights_(size_t(linears)), input_group_(size_t(linears)) {
-  for (int l = 0; l < linears; ++l) input_group_[size_t(l)] = l;
+    : recipe_(recipe), linears_(linears), device_(device), weights_(size_t(linears)), input_group_(size_t(linears), -1) {
   HYLO_CHECK(linears >= 0 && recipe.history >= 1 && recipe.margin >= 0 && recipe.margin < 31,
              "fp8: {} linears, amax history {}, margin {}", linears, recipe.history, recipe.margin);
   const int64_t roles = 3 * int64_t(linears);
@@ -192,8 +191,7 @@ void Fp8State::share_input(int first, int count) {
 Fp8Operand Fp8State::input(const Tensor& x, int linear, bool training) {
   HYLO_CHECK(linear >= 0 && linear < linears_, "fp8: linear {} of {}", linear, linears_);
   const int group = input_group_[size_t(linear)];
-  const bool shared = group != linear || (linear + 1 < linears_ && input_group_[size_t(linear + 1)] == linear);
-  if (!shared) return quantize(x, linear, Fp8Role::x, /*transpose=*/training, /*record=*/training);
+  if (group < 0) return quantize(x, linear, Fp8Role::x, /*transpose=*/training, /*record=*/training);
   if (input_.group == group && input_.training == training && input_.source.raw() == x.raw() &&
       input_.source.shape() == x.shape())
     return input_.cast;

@@ -105,7 +105,7 @@ class Fp8State {
     Fp8Operand cast;
   };
   std::vector<CachedWeight> weights_;  // per linear; cleared by roll() and restore()
-  std::vector<int> input_group_;       // per linear: the first linear of its shared-input group
+  std::vector<int> input_group_;       // per linear: the first linear of its shared-input group, -1: its own
   struct CachedInput {
     Tensor source;  // holds the input's storage, so that no other tensor can take its address
     int group = -1;
