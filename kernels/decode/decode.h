@@ -14,6 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "attn/shape.h"
 
@@ -47,6 +48,10 @@ void kv_cache_append(const DecodeShape& shape, int slot, const bf16* k_BHD, cons
 // every (sequence, kv head), k and v; the ranges must not overlap.
 void kv_cache_move(const DecodeShape& shape, int src, int dst, int count, bf16* k_BHSD, bf16* v_BHSD,
                    cudaStream_t stream);
+
+// ids_B[b] <- the first index of the largest of logits_BV[b, 0 .. n_valid), NaN skipped (a row
+// of NaN gives 0): the greedy tokens (ops/decode.h, first_argmax is the reference).
+void greedy_tokens(const bf16* logits_BV, int B, int V, int n_valid, int32_t* ids_B, cudaStream_t stream);
 
 // Which kernel decode_attention_forward runs for a shape on the current device (decode.cu, plan_for):
 // lane groups, one query head per block (decode_mha.cuh), or tensor cores, every query head of a

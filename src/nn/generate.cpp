@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <type_traits>
 
 #include "core/error.h"
+#include "ops/decode.h"
 #include "ops/ops.h"
 
 namespace hylo {
@@ -21,24 +21,6 @@ const char* cache_kind_name(KvCacheKind kind) {
   }
   return "?";
 }
-
-namespace {
-
-// The first index of the largest of `n` values: the greedy token, ties to the lower id.
-template <class T>
-int32_t first_argmax(const T* values, int n) {
-  const auto value = [](T v) {
-    if constexpr (std::is_same_v<T, bf16>) return bf16_to_float(v);
-    else return v;
-  };
-  int32_t best = 0;
-  auto top = value(values[0]);
-  for (int i = 1; i < n; ++i)
-    if (const auto v = value(values[i]); v > top) top = v, best = i;
-  return best;
-}
-
-}  // namespace
 
 void check_sampling_options(const SamplingOptions& o) {
   HYLO_CHECK(std::isfinite(o.temperature) && o.temperature >= 0, "--temperature must be >= 0 (0 = greedy), got {}",
@@ -119,34 +101,24 @@ Generator::Generator(const Transformer& model, int64_t max_len, int vocab_valid,
                          embed.dtype(), embed.device());
 }
 
-Tensor Generator::host_logits(std::span<const int32_t> tokens_B) {
-  NoGradGuard no_grad;
-  return model_.logits(advance(tokens_B)).value().to(Device::cpu).contiguous();
-}
-
-std::vector<std::vector<double>> Generator::step(std::span<const int32_t> tokens_B) {
-  const Tensor logits_BV = host_logits(tokens_B).to(DType::f64);
+std::vector<std::vector<double>> Generator::logit_rows(const Var& x_BD) const {
+  const Tensor logits_BV = model_.logits(x_BD).value().to(Device::cpu).contiguous().to(DType::f64);
   std::vector<std::vector<double>> rows;
-  for (int64_t b = 0; b < batch_; ++b) {
+  for (int64_t b = 0; b < logits_BV.size(0); ++b) {
     const double* row = logits_BV.data<double>() + b * logits_BV.size(1);
     rows.emplace_back(row, row + vocab_valid_);  // padding ids are no tokens
   }
   return rows;
 }
 
+std::vector<std::vector<double>> Generator::step(std::span<const int32_t> tokens_B) {
+  NoGradGuard no_grad;
+  return logit_rows(advance(tokens_B));
+}
+
 std::vector<int32_t> Generator::greedy_step(std::span<const int32_t> tokens_B) {
-  const Tensor logits_BV = host_logits(tokens_B);
-  const auto argmax_rows = [&]<class T>(const T* logits) {
-    std::vector<int32_t> tokens;
-    for (int64_t b = 0; b < batch_; ++b) tokens.push_back(first_argmax(logits + b * logits_BV.size(1), vocab_valid_));
-    return tokens;
-  };
-  switch (logits_BV.dtype()) {
-    case DType::bf16: return argmax_rows(logits_BV.data<bf16>());  // CUDA
-    case DType::f32: return argmax_rows(logits_BV.data<float>());
-    case DType::f64: return argmax_rows(logits_BV.data<double>());
-    default: HYLO_FAIL("generate: logits of dtype {}", dtype_name(logits_BV.dtype()));
-  }
+  NoGradGuard no_grad;
+  return greedy_tokens(model_.logits(advance(tokens_B)).value(), vocab_valid_);
 }
 
 Var Generator::advance(std::span<const int32_t> tokens_B) {
@@ -177,21 +149,40 @@ Var Generator::advance(std::span<const int32_t> tokens_B) {
 std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<int32_t>> prompts_B) {
   HYLO_CHECK(int64_t(prompts_B.size()) == batch_, "generate: {} prompts for a batch of {} sequences",
              prompts_B.size(), batch_);
-  const size_t T = prompts_B.front().size();
+  HYLO_CHECK(position_ == 0, "generate: prefill starts the sequences, but {} positions were already fed", position_);
+  const int64_t B = batch_, T = int64_t(prompts_B.front().size());
   HYLO_CHECK(T > 0, "generate: the prompt is empty");
-  for (const std::vector<int32_t>& prompt : prompts_B)
-    HYLO_CHECK(prompt.size() == T, "generate: prompts of {} and {} tokens in one batch (decoding keeps them in "
-               "lockstep: give them one length)", T, prompt.size());
-  std::vector<int32_t> column_B(prompts_B.size());  // position t of every prompt
-  auto feed = [&](size_t t) {
-    for (size_t b = 0; b < prompts_B.size(); ++b) column_B[b] = prompts_B[b][t];
-  };
-  for (size_t t = 0; t + 1 < T; ++t) {
-    feed(t);
-    advance(column_B);  // their logits are not needed
+  std::vector<int32_t> ids_BT;
+  for (const std::vector<int32_t>& prompt : prompts_B) {
+    HYLO_CHECK(int64_t(prompt.size()) == T, "generate: prompts of {} and {} tokens in one batch (decoding keeps them "
+               "in lockstep: give them one length)", T, prompt.size());
+    for (const int32_t token : prompt)
+      HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
+                 vocab_valid_);
+    ids_BT.insert(ids_BT.end(), prompt.begin(), prompt.end());
   }
-  feed(T - 1);
-  return step(column_B);
+  // One forward over the whole prompt, as training runs it (the layers' attention masks are the
+  // caches' own), each layer's k and v written into its cache position by position: the caches
+  // then hold what T decode steps would have written, at the cost of one forward, not T.
+  NoGradGuard no_grad;
+  const ModelConfig& c = model_.config();
+  const Device device = model_.parameters().front().var.value().device();
+  Var x = model_.embed(Tensor::from_vector(ids_BT, {B * T}).to(device));  // (B T, D)
+  for (int l = 0; l < model_.n_layers(); ++l) {
+    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, int(B), int(T), 0);
+    // (B, T, Hkv, hd) -> (T, B, Hkv, hd): position t of every sequence is then one contiguous slice.
+    const Tensor k_TBHD = in.k.value().transpose(0, 1).contiguous(), v_TBHD = in.v.value().transpose(0, 1).contiguous();
+    KvCache& cache = caches_[size_t(l)];
+    for (int64_t t = 0; t < T; ++t)
+      cache.append(t, k_TBHD.slice(0, t, t + 1).view({B, c.kv_heads(), c.head_dim()}),
+                   v_TBHD.slice(0, t, t + 1).view({B, c.kv_heads(), c.head_dim()}));
+    const Var a = reshape(attention(in.q, in.k, in.v, model_.layer_mask(l)), {B * T, int64_t(c.n_heads) * c.head_dim()});
+    x = model_.ffn_residual(l, model_.attention_residual(l, x, a), nullptr);
+  }
+  position_ = T;
+  // The last position of every sequence: rows T - 1, 2T - 1, ... of x.
+  const Tensor last_BD = x.value().view({B, T, c.d_model}).slice(1, T - 1, T).contiguous().view({B, c.d_model});
+  return logit_rows(Var(last_BD));
 }
 
 std::vector<std::vector<int32_t>> Generator::generate(std::span<const std::vector<int32_t>> prompts_B, int count,

@@ -57,12 +57,14 @@ class Generator {
   // Feeds tokens_B[b] to sequence b at position position(); returns each sequence's next-token
   // logits, B rows of vocab_valid.
   std::vector<std::vector<double>> step(std::span<const int32_t> tokens_B);
-  // step()'s greedy tokens (each row's argmax, ties to the lower id), read from the logits in the
-  // model's compute dtype: for B = 64 rows of 50257 bf16 logits this took ~4 ms on a 2-core CPU,
-  // widening them to rows of double first ~33 ms (a 205M model's CUDA step is expected to be a few ms).
+  // step()'s greedy tokens (each row's argmax, ties to the lower id: ops/decode.h greedy_tokens),
+  // reduced where the logits are: on CUDA only B ids reach the host. Reading the B x 50304 bf16
+  // logits on the host instead made a batch-64 step of the 205M models ~7 ms on an H100, slower
+  // than transformers' 5.5 ms (experiments/results/decode/SUMMARY.md).
   std::vector<int32_t> greedy_step(std::span<const int32_t> tokens_B);
-  // step() over the B prompts (one length, not empty), position by position (the caches then
-  // hold exactly what decoding wrote); returns the logits after their last tokens.
+  // Starts the B sequences with their prompts (one length, not empty): one forward over all of
+  // them, whose k/v fill the caches as step() on each position in turn would; returns the logits
+  // after their last tokens. (An MoE with a capacity factor routes the whole prompt at once here.)
   std::vector<std::vector<double>> prefill(std::span<const std::vector<int32_t>> prompts_B);
   // prefill(prompts), then `count` sampled tokens per sequence (the last ones are not fed back);
   // each step samples sequence 0, 1, ... in turn from `rng`.
@@ -87,8 +89,8 @@ class Generator {
 
   // Feeds tokens_B through every layer and its cache; returns the last hidden states (B, D).
   Var advance(std::span<const int32_t> tokens_B);
-  // advance(), then the next-token logits (B, V) on the host, in the compute dtype.
-  Tensor host_logits(std::span<const int32_t> tokens_B);
+  // The next-token logits of the hidden states x_BD (B, D): B host rows of vocab_valid.
+  std::vector<std::vector<double>> logit_rows(const Var& x_BD) const;
 };
 
 const char* cache_kind_name(KvCacheKind kind);

@@ -93,4 +93,31 @@ Tensor decode_attention(const Tensor& q_BHD, const Tensor& k_BHSD, const Tensor&
   return out;
 }
 
+std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid) {
+  check_contiguous("greedy_tokens", logits_BV);
+  HYLO_CHECK(logits_BV.dim() == 2 && n_valid >= 1 && n_valid <= logits_BV.size(1),
+             "greedy_tokens: logits {} with {} valid ids (must be (B, V), 1 <= valid <= V)",
+             shape_str(logits_BV.shape()), n_valid);
+  const int B = int(logits_BV.size(0)), V = int(logits_BV.size(1));
+  std::vector<int32_t> tokens(size_t(B), 0);
+  if (on_cuda(logits_BV, "greedy_tokens", [&] {
+#if HYLO_WITH_CUDA
+        Tensor ids = Tensor::empty({B}, DType::i32, Device::cuda, "greedy tokens");
+        cuda::greedy_tokens(logits_BV.data<bf16>(), B, V, n_valid, ids.data<int32_t>(), cuda::stream());
+        tokens = ids.to(Device::cpu).to_vector<int32_t>();
+#endif
+      }))
+    return tokens;
+  const auto rows = [&]<class T>(const T* logits) {
+    for (int b = 0; b < B; ++b) tokens[size_t(b)] = first_argmax(logits + int64_t(b) * V, n_valid);
+  };
+  switch (logits_BV.dtype()) {
+    case DType::bf16: rows(logits_BV.data<bf16>()); break;
+    case DType::f32: rows(logits_BV.data<float>()); break;
+    case DType::f64: rows(logits_BV.data<double>()); break;
+    default: HYLO_FAIL("greedy_tokens: logits of dtype {}", dtype_name(logits_BV.dtype()));
+  }
+  return tokens;
+}
+
 }  // namespace hylo

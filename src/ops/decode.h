@@ -1,5 +1,5 @@
-// Decode-time ops on a layer's KV cache tensors (SPEC §1, §5): writing one new position and
-// attending one query token over the live slots. Plain tensor functions, no autograd (decoding
+// Decode-time ops (SPEC §1, §5): on a layer's KV cache tensors, writing one new position and
+// attending one query token over the live slots; on the logits, the greedy tokens. Plain tensor functions, no autograd (decoding
 // never differentiates). Each dispatches by device: the CPU reference
 // (ops/cpu/decode_attention.h, f32/f64) or the CUDA kernels (kernels/decode/decode.h, bf16). Which
 // slots are written and live is the cache's business (nn/kv_cache.h).
@@ -8,6 +8,10 @@
 //   k_BHSD / v_BHSD (B, Hkv, S, D) the cache; k_BHD / v_BHD (B, Hkv, D) the new position;
 //   q_BHD (B, Hq, D) the query. All contiguous, on one device, of one dtype.
 #pragma once
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
 #include "core/tensor.h"
 #include "ops/cpu/decode_attention.h"
 
@@ -20,5 +24,26 @@ void kv_cache_write(const Tensor& k_BHSD, const Tensor& v_BHSD, const SlotMove& 
 
 // softmax(q k^T / sqrt(D)) v over the live slots of every sequence -> (B, Hq, D).
 Tensor decode_attention(const Tensor& q_BHD, const Tensor& k_BHSD, const Tensor& v_BHSD, const LiveSlots& live);
+
+// The greedy token: the first index of the largest of values[0, n), NaN skipped (a row of NaN
+// gives 0). The CPU reference of greedy_tokens, and sample_token's at temperature 0.
+template <class T>
+int32_t first_argmax(const T* values, int n) {
+  using Wide = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const auto value = [](T v) -> Wide {
+    if constexpr (std::is_same_v<T, bf16>) return bf16_to_float(v);
+    else return Wide(v);
+  };
+  int32_t best = -1;
+  Wide top = 0;
+  for (int i = 0; i < n; ++i)
+    if (const Wide v = value(values[i]); !std::isnan(v) && (best < 0 || v > top)) top = v, best = i;
+  return best < 0 ? 0 : best;
+}
+
+// first_argmax of the first n_valid values of every row of logits_BV (B, V), as host ids. On
+// CUDA the rows are reduced on the device and only the B ids come back: copying the logits to the
+// host and scanning them there took most of a decode step at batch 64 (64 x 50304 values).
+std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid);
 
 }  // namespace hylo

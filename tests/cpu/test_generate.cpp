@@ -19,6 +19,7 @@
 #include "core/rng.h"
 #include "nn/generate.h"
 #include "nn/transformer.h"
+#include "ops/decode.h"
 #include "ops/ops.h"
 #include "checkpoint/buffers.h"
 #include "checkpoint/checkpoint.h"
@@ -177,6 +178,24 @@ TEST_CASE("incremental decoding reproduces the full forward's logits at every po
       }
       CHECK(info.bytes == row_bytes * size_t(info.slots));
     }
+  }
+}
+
+TEST_CASE("prefill (one forward over the prompt) leaves the caches as stepping through it would (fp64)") {
+  for (const ModelCase& mc : model_cases()) {
+    CAPTURE(mc.name);
+    const Transformer model = make_model(mc.config, 17);
+    // 23 positions: several blocks of 4 and 5, windows of 4, past every cache's slots.
+    const std::vector<int32_t> prompt{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6};
+    const std::vector<int32_t> fed{11, 0, 20, 7, 7, 19};  // then these, one step each
+    Generator parallel(model, int64_t(prompt.size() + fed.size()), kVocabValid);
+    Generator stepped(model, int64_t(prompt.size() + fed.size()), kVocabValid);
+    std::vector<double> expected;
+    for (const int32_t token : prompt) expected = stepped.step(token);
+    CHECK(relative_error(parallel.prefill(prompt), expected) < 1e-10);
+    CHECK(parallel.position() == stepped.position());
+    for (const int32_t token : fed) CHECK(relative_error(parallel.step(token), stepped.step(token)) < 1e-10);
+    CHECK_THROWS_WITH_AS(parallel.prefill(prompt), doctest::Contains("already fed"), Error);
   }
 }
 
@@ -439,4 +458,24 @@ TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with th
     CHECK(bad.output == "hylo: error: " + std::string(message) + "\n");
   }
   fs::remove_all(dir);
+}
+
+TEST_CASE("greedy_tokens: first index of the row's largest valid value, NaN skipped, in every CPU dtype") {
+  const double nan = std::nan(""), inf = INFINITY;
+  // (B 5, V 6), 5 valid ids: the 6th column is padding and holds the largest value of every row.
+  const std::vector<double> logits = {
+      1, 3, 2, 3, 0, 9,          // tie of two 3s: the first
+      nan, -1, -2, -1, -3, 9,    // NaN first is skipped (not "the first value wins")
+      -inf, -inf, -inf, -inf, -inf, 9,  // all -inf: index 0
+      nan, nan, nan, nan, nan, 9,       // all NaN: 0
+      -5, -4, nan, -4.5, 7, 9,          // the last valid id
+  };
+  const std::vector<int32_t> expected = {1, 1, 0, 0, 4};
+  const Tensor f64 = Tensor::from_vector(logits, {5, 6});
+  CHECK(greedy_tokens(f64, 5) == expected);
+  CHECK(greedy_tokens(f64.to(DType::f32), 5) == expected);
+  CHECK(greedy_tokens(f64.to(DType::bf16), 5) == expected);
+  CHECK(greedy_tokens(f64, 6) == std::vector<int32_t>{5, 5, 5, 5, 5});  // padding counted when declared valid
+  CHECK_THROWS_WITH_AS(greedy_tokens(f64, 7), doctest::Contains("greedy_tokens"), Error);
+  CHECK_THROWS_WITH_AS(greedy_tokens(f64, 0), doctest::Contains("greedy_tokens"), Error);
 }

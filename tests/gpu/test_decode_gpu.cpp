@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/decode/decode.h"
 #include "nn/kv_cache.h"
 #include "ops/cpu/decode_attention.h"
+#include "ops/decode.h"
 
 using namespace hylo;
 using namespace hylo::test;
@@ -286,4 +288,30 @@ TEST_CASE("cuda decode rejects unsupported arguments") {
                                               nullptr, 0, nullptr));
   CHECK_THROWS(cuda::decode_attention_forward(DecodeShape{1, 2, 2, 64, 3}, live, nullptr, nullptr, nullptr, nullptr,
                                               nullptr, 0, nullptr));  // live slots beyond the cache
+}
+
+TEST_CASE("cuda greedy tokens equal the CPU first_argmax on the same bf16 logits") {
+  // The r50k vocabulary padded to 50304, 50257 ids valid; random logits with planted rows: a tie
+  // of the maximum (the lower id must win, also across threads and warps), NaN at id 0, a row of
+  // -inf, the maximum in the padding (must be ignored) and on the last valid id.
+  const int V = 50304, valid = 50257;
+  for (int B : {1, 16, 64}) {
+    std::vector<float> values = random_floats(size_t(B) * V, 9100 + uint64_t(B), 4.0f);
+    auto row = [&](int b) { return values.begin() + int64_t(b) * V; };
+    if (B > 1) {
+      std::fill(row(0), row(1), 1.0f);  // the whole row tied: id 0
+      row(1)[40000] = 30.0f, row(1)[257] = 30.0f, row(1)[33] = 29.9f;  // tie at 257 and 40000
+      row(2)[0] = NAN, row(2)[1] = 50.0f, row(2)[50300] = 99.0f;       // NaN first, padding larger
+      std::fill(row(3), row(4), -INFINITY);
+      row(4)[valid - 1] = 60.0f;
+    }
+    const std::vector<bf16> host = to_bf16(values);
+    const Tensor logits = Tensor::from_vector(host, {B, V});
+    std::vector<int32_t> expected(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) expected[size_t(b)] = first_argmax(host.data() + int64_t(b) * V, valid);
+    if (B > 1)  // the planted rows, so that the comparison below covers each case
+      CHECK(std::vector<int32_t>(expected.begin(), expected.begin() + 5) == std::vector<int32_t>{0, 257, 1, 0, valid - 1});
+    CHECK(greedy_tokens(logits.to(Device::cuda), valid) == expected);
+    std::printf("greedy tokens B=%2d V=%d valid=%d: equal to the CPU reference\n", B, V, valid);
+  }
 }
