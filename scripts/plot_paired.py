@@ -32,7 +32,7 @@ def main():
     if not columns:
         raise SystemExit("plot_paired: no paired metric in " + args.paired)
     fig, axes = plt.subplots(1, len(columns), figsize=(4.2 * len(columns), 0.6 * len(groups) + 1.8), squeeze=False)
-    labels = [g["label"].strip(" |").replace(" | ", ", ") for g in groups]
+    labels = [g["label"] for g in groups]
     for ax, column in zip(axes[0], columns):
         for y, group in enumerate(groups):
             d = group["columns"].get(column)
@@ -48,7 +48,7 @@ def main():
         ax.set_ylim(-0.7, len(groups) - 0.3)
         ax.set_title("%s − first" % column, fontsize=10)
         ax.grid(axis="x", alpha=0.3)
-    baseline = paired["baseline"].strip(" |").replace(" | ", ", ")
+    baseline = paired["baseline"]
     fig.suptitle("Paired by seed against %s (dot: mean, thick: ± SE, thin: ± 2 SE)" % baseline, fontsize=10)
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)

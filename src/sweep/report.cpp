@@ -205,7 +205,13 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
 
   std::string paired = header("pairs", " − first (mean ± se)");
   const auto& first = groups.front().second;
-  paired_out = {{"baseline", groups.front().first}, {"groups", nlohmann::ordered_json::array()}};
+  // A group's name in paired.json: its table cells " a | b |" as "a, b".
+  const auto name = [](std::string cells) {
+    cells = cells.substr(1, cells.size() - 3);
+    for (size_t at; (at = cells.find(" | ")) != std::string::npos;) cells.replace(at, 3, ", ");
+    return cells;
+  };
+  paired_out = {{"baseline", name(groups.front().first)}, {"groups", nlohmann::ordered_json::array()}};
   for (size_t g = 1; g < groups.size(); ++g) {
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
     for (const ReportRow* row : groups[g].second)
@@ -214,7 +220,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
             base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
     paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
-    nlohmann::ordered_json group{{"label", groups[g].first}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
+    nlohmann::ordered_json group{{"label", name(groups[g].first)}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
     for (const std::string& c : columns) {
       std::vector<double> d;
       for (const auto& [row, base] : pairs)

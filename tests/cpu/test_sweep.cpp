@@ -315,9 +315,9 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   CHECK(std::fabs(std::stod(line.substr(line.find(" ± ", val) + 4)) - std::fabs(d1 - d2) / 2) < 1e-4);
   // The same differences as data, and drawn (paired.png) where matplotlib is.
   const nlohmann::json data = nlohmann::json::parse(read_file(dir / "paired.json").value());
-  CHECK(data["baseline"] == " pbb |");
+  CHECK(data["baseline"] == "pbb");
   REQUIRE(data["groups"].size() == 1);
-  CHECK(data["groups"][0]["label"] == " swa |");
+  CHECK(data["groups"][0]["label"] == "swa");
   CHECK(data["groups"][0]["pairs"] == 2);
   const nlohmann::json& v = data["groups"][0]["columns"]["val_loss"];
   CHECK(v["n"] == 2);
