@@ -58,9 +58,9 @@ class Generator {
   // logits, B rows of vocab_valid.
   std::vector<std::vector<double>> step(std::span<const int32_t> tokens_B);
   // step()'s greedy tokens (each row's argmax, ties to the lower id: ops/decode.h greedy_tokens),
-  // reduced where the logits are: on CUDA only B ids reach the host. Reading the B x 50304 bf16
-  // logits on the host instead made a batch-64 step of the 205M models ~7 ms on an H100, slower
-  // than transformers' 5.5 ms (experiments/results/decode/SUMMARY.md).
+  // reduced where the logits are: on CUDA only B ids reach the host. With the B x 50304 bf16
+  // logits read on the host instead (a ~4 ms scan at B = 64 on a 2-core CPU), a batch-64 step of
+  // the 205M models took ~7 ms on an H100, transformers' 5.5 (experiments/results/decode/SUMMARY.md).
   std::vector<int32_t> greedy_step(std::span<const int32_t> tokens_B);
   // Starts the B sequences with their prompts (one length, not empty): one forward over all of
   // them, whose k/v fill the caches as step() on each position in turn would; returns the logits
