@@ -96,8 +96,7 @@
 #           ABLATION_SET="k=v k=v" (values without spaces): each passed on as --set.
 #           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
 #           then `hylo report` over them all into pooled/. ABLATION_ONLY="0,3": only these points
-#           (`hylo sweep --only`), to split one sweep across calls; "0,1,2 3,4,5": each group in its own
-#           process, all at once on the one GPU (small models leave most of it idle). ABLATION_TASKS: the eval tasks
+#           (`hylo sweep --only`), to split one sweep across calls. ABLATION_TASKS: the eval tasks
 #           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry);
 #           ABLATION_EVAL_ARGS: more `hylo eval` flags, e.g. "--text data/raw/austen/*.txt --n 500"
 #           (the protocol's last word: 500 passages of held-out Austen; carry data/raw/austen). Sweeps on every source (hybrids-*-all,
@@ -553,26 +552,14 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
       for seed in ${ABLATION_SEEDS:-none}; do
         dir=$sweeps seed_set=()
         [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed")
-        # One process per group of ABLATION_ONLY, all at once: a small model leaves most of the GPU
-        # idle, so several share it (each group trains its points, then evaluates them).
-        for group in ${ABLATION_ONLY:-all}; do
-          (
-            only=() && [ "$group" != all ] && only=(--only "$group")
-            $hylo sweep "experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} \
-              ${seed_set[@]+"${seed_set[@]}"} ${only[@]+"${only[@]}"} 2>&1 |
-              grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" >"$OUT/sweep_$group.log"
-            for run in "$dir/$sweep"/*/; do
-              index=$(basename "$run") && index=$((10#${index%%_*}))
-              [ "$group" = all ] || [[ ",$group," == *",$index,"* ]] || continue
-              echo "-- eval $(basename "$run")"
-              # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
-              $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
-                --json "$run/eval.json" 2>&1 | tail -24
-            done >"$OUT/eval_$group.log"
-          ) &
+        $hylo sweep "experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} \
+          ${seed_set[@]+"${seed_set[@]}"} ${ABLATION_ONLY:+--only "$ABLATION_ONLY"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
+        for run in "$dir/$sweep"/*/; do
+          echo "-- eval $(basename "$run")" | tee -a "$summary"
+          # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
+          $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
+            --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
         done
-        wait
-        cat "$OUT"/sweep_*.log "$OUT"/eval_*.log | tee -a "$summary"
         $hylo report "$dir/$sweep" 2>&1 | tail -6 | tee -a "$summary"
         # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after
         # each seed, so that a call cut off by its time limit still returns the seeds it finished.
