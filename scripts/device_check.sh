@@ -41,6 +41,8 @@
 #   prepare_solo  1, then $PREPARE_SOLO_N (default 16) independent 1-worker prepares of the same
 #           corpus at once: the aggregate the host gives single-threaded tokenizers without the
 #           pipeline's shared reader and writer (is 12x at 16 workers the host's or hylo's limit?)
+#   prepare_threads  the same prepare at $PREPARE_THREADS_WORKERS (default 16) workers under
+#           scripts/thread_cpu.py: CPU seconds and busy share of the reader, the writer and the workers
 #   attn    hylo bench attention over full/swa/pbb x hd 64,128 x T 4096,16384 (timed as the peers'
 #           do_bench times: 25 ms warm-up, ~250 ms of calls, L2 flushed before each)
 #   attn_ab the attn stage's shapes, alternating this bundle's hylo with $AB_BASE (a hylo of another
@@ -356,6 +358,20 @@ print(rc, "%.2f" % (time.time() - t), resource.getrusage(resource.RUSAGE_CHILDRE
 wall = time.time() - float(sys.argv[1])
 print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv[3]) / wall / 1e6))' "$start" "$n" "$bytes")" |
           tee -a "$summary"
+      done ;;
+    prepare_threads)
+      # issue 34: which thread of the 16-worker pipeline is busy. scripts/thread_cpu.py sums each named
+      # thread's CPU seconds (prepare-read: decompression and line splitting; the main thread: the
+      # shard writer; prepare-tokens: the workers): a reader or writer near busy 1.0 is the bound.
+      mkdir -p /tmp/prep
+      if [ ! -f /tmp/prep/corpus.jsonl.zst ]; then
+        for _ in $(seq "${PREPARE_REPEAT:-20}"); do cat data/bench_corpus/sample.jsonl.zst >>/tmp/prep/corpus.jsonl.zst; done
+      fi
+      for w in ${PREPARE_THREADS_WORKERS:-16}; do
+        rm -rf /tmp/prep/threads_$w
+        python3 scripts/thread_cpu.py --json "$OUT/prepare_threads_w$w.json" -- $hylo data prepare \
+          --input /tmp/prep/corpus.jsonl.zst --workers "$w" --out /tmp/prep/threads_$w 2>&1 | tail -7 |
+          sed "s/^/prepare_threads w$w: /" | tee -a "$summary"
       done ;;
     attn)
       bench_attention "$hylo" "$OUT/bench_attention.json" | tail -16 ;;

@@ -2,6 +2,8 @@
 // time, so a result must depend only on its index, never on which thread ran it; the first
 // exception a call throws is rethrown here once every thread has stopped.
 #pragma once
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -11,6 +13,10 @@
 #include <vector>
 
 namespace hylo {
+
+// Names the calling thread (at most 15 characters), so that top -H, perf and /proc/PID/task show
+// which part of a pipeline a thread is (scripts/thread_cpu.py sums CPU time by these names).
+inline void name_this_thread(const char* name) { pthread_setname_np(pthread_self(), name); }
 
 inline void parallel_for(size_t n, const std::function<void(size_t)>& fn, int threads = 0) {
   if (threads <= 0) threads = int(std::max(1u, std::thread::hardware_concurrency()));

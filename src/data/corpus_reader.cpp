@@ -16,6 +16,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/parallel_for.h"
 #include "core/sha256.h"
 
 namespace hylo::data {
@@ -126,7 +127,10 @@ class FileHash {
     }
     if (!started_) {
       started_ = true;
-      thread_ = std::thread([this] { loop(); });
+      thread_ = std::thread([this] {
+        name_this_thread("prepare-hash");
+        loop();
+      });
       push(std::move(first_));
     }
     push(std::vector<char>(data, data + size));

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/parallel_for.h"
 
 namespace hylo::data {
 namespace {
@@ -154,6 +155,7 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
   };
 
   std::thread read_thread([&] {
+    name_this_thread("prepare-read");
     try {
       while (true) {
         std::unique_ptr<TokenizedBatch> batch;
@@ -187,6 +189,7 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
   std::vector<std::thread> pool;
   for (int w = 0; w < workers; ++w) {
     pool.emplace_back([&] {
+      name_this_thread("prepare-tokens");
       try {
         TokenEncoder encoder(tokenizer);
         while (true) {
