@@ -162,20 +162,17 @@ std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<
     ids_BT.insert(ids_BT.end(), prompt.begin(), prompt.end());
   }
   // One forward over the whole prompt, as training runs it (the layers' attention masks are the
-  // caches' own), each layer's k and v written into its cache position by position: the caches
-  // then hold what T decode steps would have written, at the cost of one forward, not T.
+  // caches' own), each layer's k and v filling its cache: the caches then hold what T decode steps
+  // would have written, at the cost of one forward, not T.
   NoGradGuard no_grad;
   const ModelConfig& c = model_.config();
   const Device device = model_.parameters().front().var.value().device();
   Var x = model_.embed(Tensor::from_vector(ids_BT, {B * T}).to(device));  // (B T, D)
   for (int l = 0; l < model_.n_layers(); ++l) {
     const Transformer::AttentionInputs in = model_.attention_inputs(l, x, int(B), int(T), 0);
-    // (B, T, Hkv, hd) -> (T, B, Hkv, hd): position t of every sequence is then one contiguous slice.
+    // (B, T, Hkv, hd) -> (T, B, Hkv, hd), as KvCache::fill takes it.
     const Tensor k_TBHD = in.k.value().transpose(0, 1).contiguous(), v_TBHD = in.v.value().transpose(0, 1).contiguous();
-    KvCache& cache = caches_[size_t(l)];
-    for (int64_t t = 0; t < T; ++t)
-      cache.append(t, k_TBHD.slice(0, t, t + 1).view({B, c.kv_heads(), c.head_dim()}),
-                   v_TBHD.slice(0, t, t + 1).view({B, c.kv_heads(), c.head_dim()}));
+    caches_[size_t(l)].fill(k_TBHD, v_TBHD);
     const Var a = reshape(attention(in.q, in.k, in.v, model_.layer_mask(l)), {B * T, int64_t(c.n_heads) * c.head_dim()});
     x = model_.ffn_residual(l, model_.attention_residual(l, x, a), nullptr);
   }

@@ -132,6 +132,22 @@ int KvCache::append(int64_t t, const Tensor& k_BHD, const Tensor& v_BHD) {
   return a.slot;
 }
 
+void KvCache::fill(const Tensor& k_TBHD, const Tensor& v_TBHD) {
+  HYLO_CHECK(map_.length() == 0, "kv cache: fill needs an empty cache, this one holds {} positions", map_.length());
+  HYLO_CHECK(k_TBHD.dim() == 4 && v_TBHD.shape() == k_TBHD.shape(), "kv cache: fill from k {} and v {} (T, B, Hkv, D)",
+             shape_str(k_TBHD.shape()), shape_str(v_TBHD.shape()));
+  const int64_t T = k_TBHD.size(0);
+  // Slot t mod slots: position t is overwritten by t + slots when that is still a prompt position.
+  const bool cyclic = map_.kind() == KvCacheKind::pbb || map_.kind() == KvCacheKind::swa_ring;
+  for (int64_t t = 0; t < T; ++t) {
+    if (cyclic && t + slots() < T) {
+      map_.append(t);
+      continue;
+    }
+    append(t, k_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}), v_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}));
+  }
+}
+
 Tensor KvCache::attend(int64_t t, const Tensor& q_BHD) const { return decode_attention(q_BHD, k_, v_, map_.live(t)); }
 
 }  // namespace hylo

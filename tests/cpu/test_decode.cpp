@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "nn/kv_cache.h"
@@ -233,4 +234,27 @@ TEST_CASE("KV caches reject bad arguments") {
                                              static_cast<float*>(nullptr)));
   CHECK_THROWS_WITH_AS(full.attend(1, Tensor::zeros({1, 1, 3}, DType::f32)), doctest::Contains("decode_attention"),
                        Error);
+}
+
+TEST_CASE("KvCache::fill leaves what appending every position leaves, for every kind and prompt length") {
+  const int B = 2, Hkv = 2, D = 4;
+  const std::vector<KvSlotMap> maps = {KvSlotMap::pbb(5, 2), KvSlotMap::swa_ring(4), KvSlotMap::swa_linear(4),
+                                       KvSlotMap::full(40)};
+  for (const KvSlotMap& map : maps)
+    for (int T : {1, 3, 5, 9, 23}) {  // shorter and longer than every cache's slots
+      CAPTURE(describe(map));
+      CAPTURE(T);
+      const auto k = random_values<double>(size_t(T) * B * Hkv * D, 900 + uint64_t(T));
+      const auto v = random_values<double>(size_t(T) * B * Hkv * D, 950 + uint64_t(T));
+      const Tensor k_TBHD = Tensor::from_vector(k, {T, B, Hkv, D}), v_TBHD = Tensor::from_vector(v, {T, B, Hkv, D});
+      KvCache appended(map, B, Hkv, D, DType::f64), filled(map, B, Hkv, D, DType::f64);
+      for (int t = 0; t < T; ++t)
+        appended.append(t, k_TBHD.slice(0, t, t + 1).view({B, Hkv, D}), v_TBHD.slice(0, t, t + 1).view({B, Hkv, D}));
+      filled.fill(k_TBHD, v_TBHD);
+      CHECK(filled.length() == appended.length());
+      for (int s = 0; s < filled.slots(); ++s) CHECK(filled.position_in(s) == appended.position_in(s));
+      CHECK(filled.k().to_vector<double>() == appended.k().to_vector<double>());
+      CHECK(filled.v().to_vector<double>() == appended.v().to_vector<double>());
+      CHECK_THROWS_WITH_AS(filled.fill(k_TBHD, v_TBHD), doctest::Contains("needs an empty cache"), Error);
+    }
 }
