@@ -121,12 +121,16 @@ std::vector<int32_t> Generator::greedy_step(std::span<const int32_t> tokens_B) {
   return greedy_tokens(model_.logits(advance(tokens_B)).value(), vocab_valid_);
 }
 
+void Generator::check_tokens(std::span<const int32_t> tokens) const {
+  for (const int32_t token : tokens)
+    HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
+               vocab_valid_);
+}
+
 Var Generator::advance(std::span<const int32_t> tokens_B) {
   HYLO_CHECK(int64_t(tokens_B.size()) == batch_, "generate: {} tokens fed to a batch of {} sequences", tokens_B.size(),
              batch_);
-  for (const int32_t token : tokens_B)
-    HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
-               vocab_valid_);
+  check_tokens(tokens_B);
   NoGradGuard no_grad;
   const ModelConfig& c = model_.config();
   const int64_t B = batch_, H = c.n_heads, Hkv = c.kv_heads(), hd = c.head_dim();
@@ -156,9 +160,7 @@ std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<
   for (const std::vector<int32_t>& prompt : prompts_B) {
     HYLO_CHECK(int64_t(prompt.size()) == T, "generate: prompts of {} and {} tokens in one batch (decoding keeps them "
                "in lockstep: give them one length)", T, prompt.size());
-    for (const int32_t token : prompt)
-      HYLO_CHECK(token >= 0 && token < vocab_valid_, "generate: token id {} outside the vocabulary [0, {})", token,
-                 vocab_valid_);
+    check_tokens(prompt);
     ids_BT.insert(ids_BT.end(), prompt.begin(), prompt.end());
   }
   // One forward over the whole prompt, as training runs it (the layers' attention masks are the

@@ -87,6 +87,8 @@ class Generator {
   int64_t position_ = 0;
   std::vector<KvCache> caches_;  // per layer
 
+  // Every id in [0, vocab_valid): one line naming the first that is not.
+  void check_tokens(std::span<const int32_t> tokens) const;
   // Feeds tokens_B through every layer and its cache; returns the last hidden states (B, D).
   Var advance(std::span<const int32_t> tokens_B);
   // The next-token logits of the hidden states x_BD (B, D): B host rows of vocab_valid.

@@ -150,10 +150,14 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
   std::vector<std::string> group_keys;
   std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
   std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
+  std::map<std::string, std::string> names;  // a group's table cells " a | b |" -> its name "a, b" (paired.json)
   for (const ReportRow& row : rows) {
     if (row.values.empty() || row.run.status != RunStatus::finished) continue;  // its values are not final
+    std::vector<std::string> values;
+    for (const std::string& k : group_keys) values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
     std::string label;
-    for (const std::string& k : group_keys) label += " " + (row.overrides.count(k) ? row.overrides.at(k) : "") + " |";
+    for (const std::string& v : values) label += " " + v + " |";
+    names.emplace(label, fmt::format("{}", fmt::join(values, ", ")));
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
     if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
     it->second.push_back(&row);
@@ -205,13 +209,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
 
   std::string paired = header("pairs", " − first (mean ± se)");
   const auto& first = groups.front().second;
-  // A group's name in paired.json: its table cells " a | b |" as "a, b".
-  const auto name = [](std::string cells) {
-    cells = cells.substr(1, cells.size() - 3);
-    for (size_t at; (at = cells.find(" | ")) != std::string::npos;) cells.replace(at, 3, ", ");
-    return cells;
-  };
-  paired_out = {{"baseline", name(groups.front().first)}, {"groups", nlohmann::ordered_json::array()}};
+  paired_out = {{"baseline", names.at(groups.front().first)}, {"groups", nlohmann::ordered_json::array()}};
   for (size_t g = 1; g < groups.size(); ++g) {
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
     for (const ReportRow* row : groups[g].second)
@@ -220,7 +218,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
             base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
     paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
-    nlohmann::ordered_json group{{"label", name(groups[g].first)}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
+    nlohmann::ordered_json group{{"label", names.at(groups[g].first)}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
     for (const std::string& c : columns) {
       std::vector<double> d;
       for (const auto& [row, base] : pairs)
