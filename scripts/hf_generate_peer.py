@@ -43,6 +43,20 @@ def cache_bytes(cache):
                if t is not None)  # a layer's tensors are made at its first update
 
 
+def write_json(args, model, rows):
+    result = {"bench": "generate", "peer": "transformers",
+              "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+              "device": torch.cuda.get_device_name(), "transformers": transformers.__version__,
+              "torch": torch.__version__, "class": type(model).__name__,
+              "settings": {"export": args.export_dir, "batches": args.batch, "prompts": args.prompt,
+                           "new_tokens": args.new_tokens, "seed": args.seed, "dtype": "bf16",
+                           "cache": "static", "attention": model.config._attn_implementation,
+                           "decode": "time of max_new_tokens = new_tokens + 1 minus that of max_new_tokens = 1"},
+              "rows": rows}
+    with open(args.json, "w") as f:
+        json.dump(result, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("export_dir")
@@ -82,21 +96,11 @@ def main():
                    "decode_tok_s": round(batch * args.new_tokens / decode_s, 1),
                    "ms_per_step": round(1e3 * decode_s / args.new_tokens, 3), "kv_bytes": cache_bytes(cache)}
             rows.append(row)
+            if args.json:  # after every row: a call stopped at its time limit keeps what it measured
+                write_json(args, model, rows)
             print(f"{label:<12} {batch:>5} {length:>6} {args.new_tokens:>4} | {row['prefill_s']:>9.4f} "
                   f"{row['decode_tok_s']:>12.1f} {row['ms_per_step']:>8.3f} {row['kv_bytes'] / 2**20:>7.1f}MiB",
                   flush=True)
-    if args.json:
-        result = {"bench": "generate", "peer": "transformers",
-                  "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-                  "device": torch.cuda.get_device_name(), "transformers": transformers.__version__,
-                  "torch": torch.__version__, "class": type(model).__name__,
-                  "settings": {"export": args.export_dir, "batches": args.batch, "prompts": args.prompt,
-                               "new_tokens": args.new_tokens, "seed": args.seed, "dtype": "bf16",
-                               "cache": "static", "attention": model.config._attn_implementation,
-                               "decode": "time of max_new_tokens = new_tokens + 1 minus that of max_new_tokens = 1"},
-                  "rows": rows}
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -131,18 +131,9 @@ int run_bench_generate(const GenerateBenchOptions& o) {
               o.new_tokens);
   bench::Table table(kColumns);
   table.print_header();
-  for (size_t i = 0; i < configs.size(); ++i) {
-    Transformer model(configs[i].model, configs[i].train.seed);
-    for (Parameter& p : model.parameters()) place_parameter(p, devices[i]);
-    const BenchModel m{std::filesystem::path(o.configs[i]).stem().string(), model, devices[i],
-                       std::min(configs[i].model.vocab_size, data::kR50kTokens)};  // the rest is padding
-    for (int B : o.batches) {
-      // Untimed: the first steps of a batch size pay for GEMM algorithm choices and first allocations.
-      bench_one(m, B, 1, 1);
-      for (int T : o.prompts) table.add(bench_one(m, B, T, o.new_tokens));
-    }
-  }
-  if (!o.json.empty())
+  // Written after every row: a run stopped at a time limit keeps what it measured.
+  const auto save = [&] {
+    if (o.json.empty()) return;
     table.write_json(o.json, "generate", device_names,
                      {{"configs", o.configs},
                       {"batches", o.batches},
@@ -151,9 +142,24 @@ int run_bench_generate(const GenerateBenchOptions& o) {
                       {"weights", "random initialisation (train.seed); bf16 on cuda, f32 on cpu"},
                       {"prompt_ids", "uniform over the tokenizer's ids, one fixed seed"},
                       {"prefill", "one forward over the prompts, its k/v written into the caches"},
-                      {"decode", "new_tokens steps, each feeding every sequence its greedy token, picked on the host "
-                                 "from the logits in the compute dtype; decode_tok_s = batch * new_tokens / decode_s"},
+                      {"decode", "new_tokens steps, each feeding every sequence its greedy token, picked on the device "
+                                 "(greedy_tokens: only B ids reach the host); decode_tok_s = batch * new_tokens / decode_s"},
                       {"timing", "wall clock, the device drained before each read"}});
+  };
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Transformer model(configs[i].model, configs[i].train.seed);
+    for (Parameter& p : model.parameters()) place_parameter(p, devices[i]);
+    const BenchModel m{std::filesystem::path(o.configs[i]).stem().string(), model, devices[i],
+                       std::min(configs[i].model.vocab_size, data::kR50kTokens)};  // the rest is padding
+    for (int B : o.batches) {
+      // Untimed: the first steps of a batch size pay for GEMM algorithm choices and first allocations.
+      bench_one(m, B, 1, 1);
+      for (int T : o.prompts) {
+        table.add(bench_one(m, B, T, o.new_tokens));
+        save();
+      }
+    }
+  }
   return 0;
 }
 
