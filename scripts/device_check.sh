@@ -107,10 +107,10 @@
 #           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB)
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
-# files); summary.txt is also copied next to it. Both are rewritten after every stage, so a call cut
-# off by its time limit still returns the stages it finished. For the same reason run the script
-# bare, not through `| tail`: tail prints nothing until its input ends, and a call killed before
-# then comes back with no output at all.
+# files); summary.txt is also copied next to it. Both are rewritten after every stage and when a
+# TERM stops the script, so a call cut off by its time limit still returns the stages it finished
+# and what the stopped one wrote. For the same reason run the script bare, not through `| tail`:
+# tail prints nothing until its input ends, and a call killed before then comes back with no output.
 #
 # Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
 #                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/
@@ -147,6 +147,14 @@ mean_tokens_per_s() {
 rows = [json.loads(l) for l in open(sys.argv[1]) if "tokens_per_s" in l][5:]
 print("%.0f" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' "$1"
 }
+
+# Packs what the stages wrote so far; after every stage, and when the call's time limit stops the
+# script (TERM), so that the stage it stopped inside keeps the JSON its commands wrote as they went.
+pack() {
+  tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
+  cp "$summary" "$FINAL_OUT/summary.txt"
+}
+trap 'echo "stopped (TERM): packing what the stages wrote"; pack; exit 124' TERM INT
 
 for stage in $stages; do
   echo "== $stage"
@@ -587,8 +595,7 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
       fi ;;
     *) echo "unknown stage $stage" ;;
   esac
-  tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
-  cp "$summary" "$FINAL_OUT/summary.txt"
+  pack
 done
 
 echo "== summary"

@@ -149,10 +149,16 @@ static void strided_copy_cpu(const Tensor& src, void* dst) {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
-  HYLO_CHECK(device() == Device::cpu, "contiguous() of a strided cuda tensor {} is not supported",
-             shape_str(shape_));
-  Tensor t = empty(shape_, dtype_, Device::cpu);
-  strided_copy_cpu(*this, t.raw());
+  Tensor t = empty(shape_, dtype_, device());
+  if (device() == Device::cpu) {
+    strided_copy_cpu(*this, t.raw());
+    return t;
+  }
+#if HYLO_WITH_CUDA
+  HYLO_CHECK(dim() <= cuda::kMaxStridedDims, "contiguous() of a strided cuda tensor {}: at most {} dims",
+             shape_str(shape_), cuda::kMaxStridedDims);
+  cuda::strided_copy(raw(), t.raw(), dtype_size(dtype_), int(dim()), shape_.data(), strides_.data());
+#endif
   return t;
 }
 
@@ -227,8 +233,7 @@ void Tensor::copy_from(const Tensor& src) {
     return;
   }
 #if HYLO_WITH_CUDA
-  Tensor s = src.device() == Device::cpu ? src.contiguous() : src;
-  HYLO_CHECK(s.is_contiguous(), "copy_from a strided cuda tensor");
+  const Tensor s = src.contiguous();
   HYLO_CUDA_CHECK(cudaMemcpyAsync(raw(), s.raw(), nbytes(), cudaMemcpyDefault, cuda::stream()));
   if (device() == Device::cpu || s.device() == Device::cpu) HYLO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));
 #else

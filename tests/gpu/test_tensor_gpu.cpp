@@ -3,6 +3,10 @@
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <utility>
+#include <vector>
+
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "gpu_test_util.h"
@@ -39,4 +43,32 @@ TEST_CASE("tensor primitives on cuda match the cpu: add_ (vector and scalar path
   Tensor filled = Tensor::empty({1001}, DType::bf16, Device::cuda);
   filled.fill_(2.5);
   for (float v : filled.to(DType::f32).to_vector<float>()) CHECK(v == 2.5f);
+}
+
+TEST_CASE("contiguous() of strided cuda views equals the cpu's, byte for byte, for every element size") {
+  // (B, T, H, D) -> (T, B, H, D) as prefill hands k and v to the caches; a slice along T as it takes
+  // the last position; a transpose of the two inner dims, where no run of elements is contiguous.
+  const Tensor x = random_tensor(3 * 5 * 4 * 7, 11).view({3, 5, 4, 7});
+  for (DType dtype : {DType::f32, DType::bf16, DType::f64, DType::u8}) {
+    CAPTURE(dtype_name(dtype));
+    std::vector<uint8_t> codes(size_t(x.numel()));  // 0..255, as FP8 codes are
+    for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 37);
+    const Tensor host = dtype == DType::u8 ? Tensor::from_vector(codes, x.shape()) : x.to(dtype);
+    const Tensor dev = host.to(Device::cuda);
+    const std::vector<std::pair<Tensor, Tensor>> views = {
+        {host.transpose(0, 1), dev.transpose(0, 1)},
+        {host.slice(1, 4, 5), dev.slice(1, 4, 5)},
+        {host.transpose(2, 3).slice(0, 1, 3), dev.transpose(2, 3).slice(0, 1, 3)},
+    };
+    for (const auto& [h, d] : views) {
+      CAPTURE(shape_str(h.shape()));
+      REQUIRE_FALSE(d.is_contiguous());
+      const Tensor want = h.contiguous(), got = d.contiguous().to(Device::cpu);
+      REQUIRE(got.shape() == want.shape());
+      CHECK(std::memcmp(got.raw(), want.raw(), want.nbytes()) == 0);
+      Tensor into = Tensor::empty(h.shape(), dtype, Device::cpu);
+      into.copy_from(d);  // a strided cuda source straight into host memory
+      CHECK(std::memcmp(into.raw(), want.raw(), want.nbytes()) == 0);
+    }
+  }
 }

@@ -115,4 +115,44 @@ void cast(const void* src, DType from, void* dst, DType to, int64_t n) {
   HYLO_CUDA_LAUNCH_CHECK("tensor primitive");
 }
 
+struct StridedView {
+  int dims;
+  int64_t shape[kMaxStridedDims], strides[kMaxStridedDims];
+};
+
+// One output element per thread-iteration: its row-major index split into coordinates, innermost
+// first, gives the source offset. Typed by element size only: a copy does not read the values.
+template <class T>
+__global__ void strided_copy_kernel(const T* src, T* dst, int64_t n, StridedView view) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, offset = 0;
+    for (int d = view.dims - 1; d >= 0; --d) {
+      offset += (rest % view.shape[d]) * view.strides[d];
+      rest /= view.shape[d];
+    }
+    dst[i] = src[offset];
+  }
+}
+
+void strided_copy(const void* src, void* dst, size_t element_size, int dims, const int64_t* shape,
+                  const int64_t* strides) {
+  HYLO_CUDA_REQUIRE(dims >= 1 && dims <= kMaxStridedDims, "strided_copy: %d dims (at most %d)", dims, kMaxStridedDims);
+  StridedView view{dims, {}, {}};
+  int64_t n = 1;
+  for (int d = 0; d < dims; ++d) view.shape[d] = shape[d], view.strides[d] = strides[d], n *= shape[d];
+  if (n == 0) return;
+  auto launch = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    strided_copy_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const T*>(src), static_cast<T*>(dst), n, view);
+  };
+  switch (element_size) {
+    case 1: launch((uint8_t*)nullptr); break;
+    case 2: launch((uint16_t*)nullptr); break;
+    case 4: launch((uint32_t*)nullptr); break;
+    case 8: launch((uint64_t*)nullptr); break;
+    default: HYLO_CUDA_REQUIRE(false, "strided_copy: element size %zu", element_size);
+  }
+  HYLO_CUDA_LAUNCH_CHECK("strided_copy_kernel");
+}
+
 }  // namespace hylo::cuda
