@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <cstring>
@@ -199,8 +200,14 @@ class CorpusReader::Source {
       zstd_ = ZSTD_createDStream();
       HYLO_CHECK(zstd_ && !ZSTD_isError(ZSTD_initDStream(zstd_)), "{}: cannot start zstd decompression", path);
     }
+    if (compression != Compression::none)
+      inflate_thread_ = std::thread([this] {
+        name_this_thread("prepare-inflate");
+        inflate_loop();
+      });
   }
   ~Source() {
+    stop_inflating();
     if (fd_ >= 0) ::close(fd_);
     if (compression == Compression::gzip) inflateEnd(&z_);
     if (zstd_) ZSTD_freeDStream(zstd_);
@@ -217,6 +224,65 @@ class CorpusReader::Source {
       raw_pos_ = raw_have_;
       return !(raw_eof_ && raw_pos_ == raw_have_);
     }
+    Inflated piece;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return !inflated_.empty(); });
+      piece = std::move(inflated_.front());
+      inflated_.pop_front();
+      changed_.notify_all();
+    }
+    if (piece.error) std::rethrow_exception(piece.error);
+    out.append(piece.text);
+    if (!piece.more) inflate_thread_.join();  // its counts and the hash are final from here on
+    return piece.more;
+  }
+
+  std::string sha256() { return hash_.hex(); }
+
+  Compression compression = Compression::none;
+  uint64_t raw_bytes = 0, bytes = 0;
+
+ private:
+  // Decompression runs on a thread of its own, a few pieces ahead: it is most of the reader's
+  // time (zstd ~550-780 MB/s of text on one core), and the reader alone feeds every worker.
+  struct Inflated {
+    std::string text;
+    bool more = true;
+    std::exception_ptr error;
+  };
+  static constexpr size_t kInflatedAhead = 4;
+
+  void inflate_loop() {
+    while (true) {
+      Inflated piece;
+      try {
+        piece.more = decompress(piece.text);
+      } catch (...) {
+        piece.error = std::current_exception();
+        piece.more = false;
+      }
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || inflated_.size() < kInflatedAhead; });
+      if (stop_) return;
+      const bool last = !piece.more;
+      inflated_.push_back(std::move(piece));
+      changed_.notify_all();
+      if (last) return;
+    }
+  }
+  void stop_inflating() {
+    if (!inflate_thread_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+      changed_.notify_all();
+    }
+    inflate_thread_.join();
+  }
+
+  // Appends up to kReadBytes of decompressed content to `out`; false once the file is done.
+  bool decompress(std::string& out) {
     const size_t at = out.size();
     out.resize(at + kReadBytes);
     size_t produced = 0;
@@ -260,12 +326,6 @@ class CorpusReader::Source {
     return produced > 0;
   }
 
-  std::string sha256() { return hash_.hex(); }
-
-  Compression compression = Compression::none;
-  uint64_t raw_bytes = 0, bytes = 0;
-
- private:
   void fill_raw() {
     raw_pos_ = raw_have_ = 0;
     while (raw_have_ == 0) {
@@ -292,6 +352,11 @@ class CorpusReader::Source {
   ZSTD_DStream* zstd_ = nullptr;
   bool frame_done_ = true;
   FileHash hash_;
+  std::thread inflate_thread_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Inflated> inflated_;
+  bool stop_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // The tokenizing middle of `hylo data prepare`: one thread reads batches of documents
 // (data/corpus_reader.h), a pool of workers parses (jsonl) and tokenizes them, and the caller's
 // thread receives the tokenized batches strictly in corpus order. Ids therefore never depend on
-// the worker count. At most 2 x workers + 4 batches exist at once, each about `batch_bytes` of text
+// the worker count. At most 4 x workers + 4 batches exist at once, each about `batch_bytes` of text
 // (plus any single document longer than that), so memory does not grow with the corpus.
 #pragma once
 #include <cstdint>
