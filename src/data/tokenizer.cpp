@@ -6,15 +6,18 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <atomic>
 #include <limits>
 #include <optional>
 #include <queue>
+#include <span>
 #include <sstream>
 #include <thread>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "data/piece_cache.h"
 #include "core/file.h"
 
 namespace hylo::data {
@@ -287,25 +290,6 @@ void Tokenizer::Impl::bpe_by_merge_list(std::string_view piece, std::vector<int3
 
 namespace {
 
-// Pre-token -> ids memo for one thread; most words repeat, and BPE on them is the costly part.
-class PieceCache {
- public:
-  const std::vector<int32_t>* find(std::string_view piece) const {
-    auto it = map_.find(piece);
-    return it == map_.end() ? nullptr : &it->second;
-  }
-  void insert(std::string_view piece, std::vector<int32_t> ids) {
-    if (piece.size() > kLongestCached) return;  // long runs (rules, whitespace) rarely repeat
-    if (map_.size() >= kMaxEntries) map_.clear();  // bounded memory on huge, diverse inputs
-    map_.emplace(std::string(piece), std::move(ids));
-  }
-
- private:
-  static constexpr size_t kLongestCached = 64;
-  static constexpr size_t kMaxEntries = 1 << 18;
-  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> map_;
-};
-
 // Per-thread PCRE2 state: match data and a JIT stack big enough for long whitespace runs, where
 // `\s+(?!\S)` backtracks one character at a time.
 class PatternMatcher {
@@ -360,10 +344,7 @@ void encode_plain(const Tokenizer::Impl& impl, std::string_view text, PatternMat
     size_t end = matcher.match_end(text, start);
     std::string_view piece = text.substr(start, end - start);
     start = end;
-    if (const auto* cached = cache.find(piece)) {
-      out.insert(out.end(), cached->begin(), cached->end());
-      continue;
-    }
+    if (cache.append_cached(piece, out)) continue;
     piece_ids.clear();
     impl.bpe(piece, piece_ids);
     out.insert(out.end(), piece_ids.begin(), piece_ids.end());

@@ -6,11 +6,14 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/rng.h"
+#include "data/piece_cache.h"
 #include "data/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -253,4 +256,48 @@ TEST_CASE("tokenizer: a malformed rank file is rejected with file and line") {
   }
   CHECK_THROWS_WITH_AS(Tokenizer::from_tiktoken(path.string()), has(path.string() + ":3:"), hylo::Error);
   fs::remove(path);
+}
+
+TEST_CASE("tokenizer: the pre-token memo finds exactly what it stored, or nothing, through growth and replacement") {
+  // Random pieces (some too long to keep) with random ids, against a std::map of what was stored:
+  // a lookup must give the stored ids or miss (a replaced piece), never another piece's ids; the
+  // piece just stored is always found; with room for all, every piece is found. 16 slots reach
+  // replacement within a few dozen pieces, the default size only grows.
+  for (size_t max_slots : {size_t(16), size_t(1) << 17}) {
+    CAPTURE(max_slots);
+    hylo::data::PieceCache cache(max_slots);
+    std::map<std::string, std::vector<int32_t>> stored;
+    hylo::Rng rng{7, 0, 0};
+    size_t found = 0, missed = 0;
+    for (int n = 0; n < 3000; ++n) {
+      std::string piece(1 + rng.below(34), ' ');
+      for (char& c : piece) c = char('a' + rng.below(6));  // few letters: many shared prefixes and lengths
+      std::vector<int32_t> got;
+      if (stored.count(piece)) continue;  // the tokenizer stores only misses
+      CHECK_FALSE(cache.append_cached(piece, got));  // never stored (or not kept): never found
+      std::vector<int32_t> ids(1 + rng.below(7));
+      for (int32_t& id : ids) id = int32_t(rng.below(50257));
+      cache.insert(piece, ids);
+      const bool kept = piece.size() <= hylo::data::PieceCache::kMaxKey && ids.size() <= hylo::data::PieceCache::kMaxIds;
+      if (kept) stored[piece] = ids;
+      got.clear();
+      CHECK(cache.append_cached(piece, got) == kept);
+      if (kept) CHECK(got == ids);
+    }
+    for (const auto& [piece, ids] : stored) {
+      std::vector<int32_t> got = {-1};  // appended to, never replaced
+      if (cache.append_cached(piece, got)) {
+        ++found;
+        got.erase(got.begin());
+        CHECK(got == ids);
+      } else {
+        ++missed;
+        CHECK(got.size() == 1);
+      }
+    }
+    CHECK(found > 0);
+    if (max_slots > 1000) CHECK(missed == 0);
+    else CHECK(missed > 0);  // replacement happened
+    MESSAGE(max_slots << " slots: " << found << " found, " << missed << " replaced");
+  }
 }
