@@ -369,8 +369,9 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       done ;;
     prepare_threads)
       # issue 34: which thread of the 16-worker pipeline is busy. scripts/thread_cpu.py sums each named
-      # thread's CPU seconds (prepare-read: decompression and line splitting; the main thread: the
-      # shard writer; prepare-tokens: the workers): a reader or writer near busy 1.0 is the bound.
+      # thread's CPU seconds (prepare-inflate: decompression; prepare-read: line splitting into
+      # batches; the main thread: the shard writer; prepare-tokens: the workers): a serial thread
+      # near busy 1.0 is the bound.
       mkdir -p /tmp/prep
       if [ ! -f /tmp/prep/corpus.jsonl.zst ]; then
         for _ in $(seq "${PREPARE_REPEAT:-20}"); do cat data/bench_corpus/sample.jsonl.zst >>/tmp/prep/corpus.jsonl.zst; done
