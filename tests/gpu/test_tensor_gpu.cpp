@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -47,7 +46,8 @@ TEST_CASE("tensor primitives on cuda match the cpu: add_ (vector and scalar path
 
 TEST_CASE("contiguous() of strided cuda views equals the cpu's, byte for byte, for every element size") {
   // (B, T, H, D) -> (T, B, H, D) as prefill hands k and v to the caches; a slice along T as it takes
-  // the last position; a transpose of the two inner dims, where no run of elements is contiguous.
+  // the last position; a transpose of the two inner dims, where no run of elements is contiguous;
+  // slices whose dims the kernel merges, down to a single run.
   const Tensor x = random_tensor(3 * 5 * 4 * 7, 11).view({3, 5, 4, 7});
   for (DType dtype : {DType::f32, DType::bf16, DType::f64, DType::u8}) {
     CAPTURE(dtype_name(dtype));
@@ -55,12 +55,14 @@ TEST_CASE("contiguous() of strided cuda views equals the cpu's, byte for byte, f
     for (size_t i = 0; i < codes.size(); ++i) codes[i] = uint8_t(i * 37);
     const Tensor host = dtype == DType::u8 ? Tensor::from_vector(codes, x.shape()) : x.to(dtype);
     const Tensor dev = host.to(Device::cuda);
-    const std::vector<std::pair<Tensor, Tensor>> views = {
-        {host.transpose(0, 1), dev.transpose(0, 1)},
-        {host.slice(1, 4, 5), dev.slice(1, 4, 5)},
-        {host.transpose(2, 3).slice(0, 1, 3), dev.transpose(2, 3).slice(0, 1, 3)},
+    auto views_of = [](const Tensor& t) {
+      return std::vector<Tensor>{t.transpose(0, 1), t.slice(1, 4, 5), t.transpose(2, 3).slice(0, 1, 3),
+                                 t.slice(2, 1, 3),  // the outer dims merge, the inner two too
+                                 t.slice(0, 1, 2).slice(1, 2, 3).slice(2, 3, 4).slice(3, 4, 6)};  // one run
     };
-    for (const auto& [h, d] : views) {
+    const std::vector<Tensor> host_views = views_of(host), dev_views = views_of(dev);
+    for (size_t k = 0; k < host_views.size(); ++k) {
+      const Tensor &h = host_views[k], &d = dev_views[k];
       CAPTURE(shape_str(h.shape()));
       REQUIRE_FALSE(d.is_contiguous());
       const Tensor want = h.contiguous(), got = d.contiguous().to(Device::cpu);

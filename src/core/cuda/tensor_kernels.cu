@@ -121,14 +121,16 @@ struct StridedView {
 };
 
 // One output element per thread-iteration: its row-major index split into coordinates, innermost
-// first, gives the source offset. Typed by element size only: a copy does not read the values.
-template <class T>
-__global__ void strided_copy_kernel(const T* src, T* dst, int64_t n, StridedView view) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rest = i, offset = 0;
+// first, gives the source offset. Typed by element size only (a copy does not read the values),
+// and by index width: 32-bit division where every index fits, which is most of the cost.
+template <class T, class Index>
+__global__ void strided_copy_kernel(const T* src, T* dst, Index n, StridedView view) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
+    Index rest = i, offset = 0;
     for (int d = view.dims - 1; d >= 0; --d) {
-      offset += (rest % view.shape[d]) * view.strides[d];
-      rest /= view.shape[d];
+      const Index size = Index(view.shape[d]);
+      offset += (rest % size) * Index(view.strides[d]);
+      rest /= size;
     }
     dst[i] = src[offset];
   }
@@ -137,13 +139,34 @@ __global__ void strided_copy_kernel(const T* src, T* dst, int64_t n, StridedView
 void strided_copy(const void* src, void* dst, size_t element_size, int dims, const int64_t* shape,
                   const int64_t* strides) {
   HYLO_CUDA_REQUIRE(dims >= 1 && dims <= kMaxStridedDims, "strided_copy: %d dims (at most %d)", dims, kMaxStridedDims);
-  StridedView view{dims, {}, {}};
-  int64_t n = 1;
-  for (int d = 0; d < dims; ++d) view.shape[d] = shape[d], view.strides[d] = strides[d], n *= shape[d];
+  // Fewer dims, fewer divisions: drop size-1 dims and merge a dim into the next when together they
+  // step evenly ((T, B, H, D) transposed from (B, T, H, D) becomes (T, B, H * D)).
+  StridedView view{0, {}, {}};
+  int64_t n = 1, reach = 0;  // reach: the largest source offset + 1
+  for (int d = 0; d < dims; ++d) {
+    n *= shape[d];
+    reach += (shape[d] - 1) * strides[d];
+    if (shape[d] == 1) continue;
+    if (view.dims > 0 && view.strides[view.dims - 1] == strides[d] * shape[d]) {
+      view.shape[view.dims - 1] *= shape[d];
+      view.strides[view.dims - 1] = strides[d];
+    } else {
+      view.shape[view.dims] = shape[d];
+      view.strides[view.dims] = strides[d];
+      ++view.dims;
+    }
+  }
   if (n == 0) return;
+  if (view.dims == 0) view = StridedView{1, {1}, {1}};  // one element
+  const bool narrow = n < (int64_t(1) << 31) && reach < (int64_t(1) << 31);
   auto launch = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    strided_copy_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const T*>(src), static_cast<T*>(dst), n, view);
+    if (narrow)
+      strided_copy_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const T*>(src), static_cast<T*>(dst),
+                                                             uint32_t(n), view);
+    else
+      strided_copy_kernel<<<grid_for(n), 256, 0, stream()>>>(static_cast<const T*>(src), static_cast<T*>(dst), n,
+                                                             view);
   };
   switch (element_size) {
     case 1: launch((uint8_t*)nullptr); break;
