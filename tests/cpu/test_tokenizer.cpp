@@ -242,6 +242,16 @@ TEST_CASE("tokenizer: invalid UTF-8 and bad ids are rejected with a clear messag
   CHECK(hylo::data::first_invalid_utf8("\xED\xA0\x80") == 0);  // a UTF-16 surrogate
   CHECK(hylo::data::first_invalid_utf8("\xC0\xAF") == 0);      // overlong '/'
   CHECK(hylo::data::first_invalid_utf8("abc\xE2\x82") == 3);   // truncated sequence
+  for (size_t at = 0; at < 41; ++at) {  // ASCII is skipped eight bytes at a time: a bad byte anywhere
+    CAPTURE(at);
+    std::string text = std::string(41, 'a') + "\xC3\xA9" + std::string(19, 'b');
+    CHECK(hylo::data::first_invalid_utf8(text) == std::string_view::npos);
+    text[at] = '\xFF';
+    CHECK(hylo::data::first_invalid_utf8(text) == at);
+    text[at] = 'a';
+    text[text.size() - 1 - at % 19] = '\x80';  // a stray continuation byte in the run after the 2-byte character
+    CHECK(hylo::data::first_invalid_utf8(text) == text.size() - 1 - at % 19);
+  }
   CHECK_THROWS_WITH_AS(tok.encode("ok \xC3\xA9 then \xFF"), has("byte 11"), hylo::Error);
   CHECK_THROWS_WITH_AS(tok.decode(std::vector<int32_t>{50257}), has("out of range"), hylo::Error);
   CHECK_THROWS_WITH_AS(Tokenizer::from_tiktoken(data_path("tokenizer/does-not-exist.tiktoken")),
