@@ -4,11 +4,12 @@
   scripts/thread_cpu.py [--json OUT] [--interval 0.1] -- COMMAND [ARGS...]
 
 Runs COMMAND, reads /proc/PID/task/*/stat every --interval seconds until it exits (a thread's
-last reading counts, so a thread that ends between two readings loses at most one interval), and
+last reading counts, so a thread loses what it ran after it, at most one interval; one that lives
+less than an interval may be missed whole), and
 prints per thread name: threads, CPU seconds, and busy = CPU seconds / wall seconds per thread (1.0:
-a thread that never waited). hylo names its threads (`hylo data prepare`: prepare-read,
-prepare-tokens, prepare-hash; the writer is the main thread, named after the program). Exits with
-COMMAND's status. Linux only.
+a thread that never waited). hylo names its threads (`hylo data prepare`: prepare-inflate,
+prepare-read, prepare-tokens, prepare-hash; the writer is the main thread, named after the
+program). Exits with COMMAND's status. Linux only.
 """
 import argparse
 import json
