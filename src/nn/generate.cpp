@@ -170,14 +170,11 @@ std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<
   const ModelConfig& c = model_.config();
   const Device device = model_.parameters().front().var.value().device();
   Var x = model_.embed(Tensor::from_vector(ids_BT, {B * T}).to(device));  // (B T, D)
-  for (int l = 0; l < model_.n_layers(); ++l) {
-    const Transformer::AttentionInputs in = model_.attention_inputs(l, x, int(B), int(T), 0);
-    // (B, T, Hkv, hd) -> (T, B, Hkv, hd), as KvCache::fill takes it.
-    const Tensor k_TBHD = in.k.value().transpose(0, 1).contiguous(), v_TBHD = in.v.value().transpose(0, 1).contiguous();
-    caches_[size_t(l)].fill(k_TBHD, v_TBHD);
-    const Var a = reshape(attention(in.q, in.k, in.v, model_.layer_mask(l)), {B * T, int64_t(c.n_heads) * c.head_dim()});
-    x = model_.ffn_residual(l, model_.attention_residual(l, x, a), nullptr);
-  }
+  for (int l = 0; l < model_.n_layers(); ++l)
+    x = model_.block_forward(l, x, int(B), int(T), nullptr, [&](const Var& k, const Var& v) {
+      // (B, T, Hkv, hd) -> (T, B, Hkv, hd), as KvCache::fill takes it.
+      caches_[size_t(l)].fill(k.value().transpose(0, 1).contiguous(), v.value().transpose(0, 1).contiguous());
+    });
   position_ = T;
   // The last position of every sequence: rows T - 1, 2T - 1, ... of x.
   const Tensor last_BD = x.value().view({B, T, c.d_model}).slice(1, T - 1, T).contiguous().view({B, c.d_model});

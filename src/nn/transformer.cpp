@@ -107,9 +107,11 @@ Var Transformer::block_linear(int layer, BlockLinear slot, const Var& x, const V
   return fp8_linear(x, w, *fp8_, fp8_linear_base_.at(size_t(layer)) + int(slot));
 }
 
-Var Transformer::block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const {
+Var Transformer::block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux,
+                               const std::function<void(const Var& k, const Var& v)>& on_kv) const {
   const int64_t Q = int64_t(config_.n_heads) * config_.head_dim();
   const AttentionInputs in = attention_inputs(layer, x_ND, B, T, 0);
+  if (on_kv) on_kv(in.k, in.v);
   Var a = reshape(attention(in.q, in.k, in.v, layer_mask(layer)), {int64_t(B) * T, Q});
   return ffn_residual(layer, attention_residual(layer, x_ND, a), aux);
 }

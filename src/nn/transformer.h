@@ -6,6 +6,7 @@
 // Shape legend: B batch, T time, N = B*T, D d_model, H heads, Hkv kv heads, hd head dim,
 // F ffn hidden, V vocab.
 #pragma once
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -81,6 +82,10 @@ class Transformer {
   Var attention_residual(int layer, const Var& x_ND, const Var& a_NQ) const;
   // x + FFN(RMSNorm(x)), dense SwiGLU or MoE; aux (optional) collects the MoE aux loss.
   Var ffn_residual(int layer, const Var& x_ND, std::vector<Var>* aux) const;
+  // One whole block over full sequences, as forward() runs it; on_kv (optional) is shown the
+  // layer's k and v (B, T, Hkv, hd) first: prefill writes them into the KV caches.
+  Var block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux,
+                    const std::function<void(const Var& k, const Var& v)>& on_kv = {}) const;
   Var embed(const Tensor& ids_N) const;  // (N) int32 -> (N, D)
   Var logits(const Var& x_ND) const;     // final RMSNorm + LM head: (N, D) -> (N, V)
   const AttnMask& layer_mask(int layer) const { return blocks_.at(size_t(layer)).attn.mask; }
@@ -103,7 +108,6 @@ class Transformer {
  private:
   // The final-normed hidden states (B*T, D); aux (optional) collects the MoE aux losses.
   Var hidden_states(const Tensor& ids_BT, std::vector<Var>* aux) const;
-  Var block_forward(int layer, const Var& x_ND, int B, int T, std::vector<Var>* aux) const;
   // A block's linear: FP8 linear number fp8_linear_base_[layer] + slot under enable_fp8, else bf16.
   enum class BlockLinear { q, k, v, o, ffn_in, ffn_out };
   Var block_linear(int layer, BlockLinear slot, const Var& x, const Var& w) const;
