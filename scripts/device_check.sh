@@ -98,7 +98,8 @@
 #           ABLATION_SET="k=v k=v" (values without spaces): each passed on as --set.
 #           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
 #           then `hylo report` over them all into pooled/. ABLATION_ONLY="0,3": only these points
-#           (`hylo sweep --only`), to split one sweep across calls. ABLATION_TASKS: the eval tasks
+#           (`hylo sweep --only`), to split one sweep across calls. ABLATION_PARALLEL=N: N points at
+#           a time on the one GPU (default 1). ABLATION_TASKS: the eval tasks
 #           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry);
 #           ABLATION_EVAL_ARGS: more `hylo eval` flags, e.g. "--text data/raw/austen/*.txt --n 500"
 #           (the protocol's last word: 500 passages of held-out Austen; carry data/raw/austen). Sweeps on every source (hybrids-*-all,
@@ -577,14 +578,29 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
       for seed in ${ABLATION_SEEDS:-none}; do
         dir=$sweeps seed_set=()
         [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed")
-        $hylo sweep "experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} \
-          ${seed_set[@]+"${seed_set[@]}"} ${ABLATION_ONLY:+--only "$ABLATION_ONLY"} 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep|error" | tee -a "$summary"
-        for run in "$dir/$sweep"/*/; do
-          echo "-- eval $(basename "$run")" | tee -a "$summary"
-          # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
-          $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
-            --json "$run/eval.json" 2>&1 | tail -24 | tee -a "$summary"
+        sweep_args=("experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} ${seed_set[@]+"${seed_set[@]}"})
+        # The points to run (ABLATION_ONLY, else all), dealt round-robin to ABLATION_PARALLEL lanes:
+        # a small model leaves the GPU idle while its process starts, evaluates and saves, which
+        # another lane's steps fill. Each lane trains a point, then evaluates it.
+        points=${ABLATION_ONLY:-$(seq -s, 0 $(($($hylo sweep "${sweep_args[@]}" --dry-run | sed -n 's/^sweep [^ ]*: \([0-9]*\) points.*/\1/p') - 1)))}
+        IFS=, read -r -a points <<<"$points"
+        lanes=${ABLATION_PARALLEL:-1}
+        for lane in $(seq 0 $((lanes - 1))); do
+          (
+            for ((i = lane; i < ${#points[@]}; i += lanes)); do
+              $hylo sweep "${sweep_args[@]}" --only "${points[i]}" 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep: running|error"
+              run=$(find "$dir/$sweep" -mindepth 1 -maxdepth 1 -type d -regex ".*/0*${points[i]}_[^/]*")
+              echo "-- eval $(basename "$run")"
+              # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
+              $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
+                --json "$run/eval.json" 2>&1 | tail -24
+              # Its files but the checkpoints, into $OUT now: a call stopped by its limit keeps them.
+              (cd "$sweeps" && find "${run#"$sweeps"/}" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT"
+            done >"$OUT/ablation_lane$lane.log"
+          ) &
         done
+        wait
+        cat "$OUT"/ablation_lane*.log | tee -a "$summary"
         $hylo report "$dir/$sweep" 2>&1 | tail -6 | tee -a "$summary"
         # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after
         # each seed, so that a call cut off by its time limit still returns the seeds it finished.
