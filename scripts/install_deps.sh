@@ -10,7 +10,7 @@ packages=(
   cmake g++ make pkg-config
   libyaml-cpp-dev libeigen3-dev libhdf5-dev libfmt-dev doctest-dev
   libopenmpi-dev openmpi-bin libpcre2-dev python3-matplotlib
-  nlohmann-json3-dev libcli11-dev libzstd-dev zlib1g-dev libssl-dev
+  nlohmann-json3-dev libcli11-dev libzstd-dev zlib1g-dev libssl-dev libsimdjson-dev
   ca-certificates curl
 )
 $slurm_only && packages=(slurm-wlm munge)

@@ -1,9 +1,6 @@
 #include "data/prepare_pipeline.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-
-#include <nlohmann/json.hpp>
 
 #include <condition_variable>
 #include <deque>
@@ -14,87 +11,17 @@
 
 #include "core/error.h"
 #include "core/parallel_for.h"
+#include "data/json_line.h"
 
 namespace hylo::data {
 namespace {
 
-using json = nlohmann::json;
-
-// Keeps only the top-level `key` string of an object: a DOM of every field (url, date, scores, ...)
-// would cost more than the tokenizer saves.
-class TextKeySax : public nlohmann::json_sax<json> {
- public:
-  explicit TextKeySax(const std::string& key) : key_(key) {}
-
-  bool null() override { return value("null"); }
-  bool boolean(bool) override { return value("a boolean"); }
-  bool number_integer(number_integer_t) override { return value("a number"); }
-  bool number_unsigned(number_unsigned_t) override { return value("a number"); }
-  bool number_float(number_float_t, const string_t&) override { return value("a number"); }
-  bool binary(binary_t&) override { return value("binary data"); }
-  bool string(string_t& s) override {
-    if (depth_ == 1 && wanted_) text_ = std::move(s), found_ = true;
-    return value("a string");
-  }
-  bool start_object(std::size_t) override {
-    if (depth_ == 0 && seen_value_) return fail("expected one JSON object per line");
-    if (depth_ == 1 && wanted_) return fail(fmt::format("\"{}\" holds an object, expected a string", key_));
-    seen_value_ = true;
-    ++depth_;
-    return true;
-  }
-  bool end_object() override { return --depth_, true; }
-  bool start_array(std::size_t) override {
-    if (depth_ == 0) return fail("expected a JSON object, found an array");
-    if (depth_ == 1 && wanted_) return fail(fmt::format("\"{}\" holds an array, expected a string", key_));
-    ++depth_;
-    return true;
-  }
-  bool end_array() override { return --depth_, true; }
-  bool key(string_t& k) override {
-    if (depth_ == 1) {
-      wanted_ = k == key_;
-      if (keys_.size() < 8) keys_.push_back(k);
-    }
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&, const nlohmann::detail::exception& e) override {
-    return fail(fmt::format("not valid JSON at byte {}: {}", position, e.what()));
-  }
-
-  std::string take(std::string_view) {
-    HYLO_CHECK(error_.empty(), "{}", error_);
-    HYLO_CHECK(found_, "no \"{}\" key (top-level keys: {}); name the text field with --text-key", key_,
-               keys_.empty() ? "none" : fmt::format("{}", fmt::join(keys_, ", ")));
-    return std::move(text_);
-  }
-
- private:
-  bool value(const char* what) {
-    if (depth_ == 0) return fail(fmt::format("expected a JSON object, found {}", what));
-    if (depth_ == 1 && wanted_ && !found_) return fail(fmt::format("\"{}\" holds {}, expected a string", key_, what));
-    if (depth_ == 1) wanted_ = false;
-    return true;
-  }
-  bool fail(std::string message) {
-    if (error_.empty()) error_ = std::move(message);
-    return false;
-  }
-
-  const std::string& key_;
-  int depth_ = 0;
-  bool wanted_ = false, found_ = false, seen_value_ = false;
-  std::string text_, error_;
-  std::vector<std::string> keys_;
-};
-
 // Each worker's scratch: a batch is tokenized into it, then handed on.
-void tokenize_batch(TokenizedBatch& batch, const CorpusReader& reader, TokenEncoder& encoder,
+void tokenize_batch(TokenizedBatch& batch, const CorpusReader& reader, TokenEncoder& encoder, JsonLineParser& json,
                     const std::string& text_key) {
   batch.ids.clear();
   batch.part_tokens.assign(batch.raw.parts.size(), 0);
   batch.text_bytes.assign(batch.raw.parts.size(), 0);
-  std::string text;
   for (size_t k = 0; k < batch.raw.parts.size(); ++k) {
     const DocumentPart& part = batch.raw.parts[k];
     const std::string_view bytes(batch.raw.bytes.data() + part.offset, part.size);
@@ -102,13 +29,10 @@ void tokenize_batch(TokenizedBatch& batch, const CorpusReader& reader, TokenEnco
     std::string_view body = bytes;
     if (part.json) {
       try {
-        TextKeySax sax(text_key);
-        json::sax_parse(bytes.begin(), bytes.end(), &sax);
-        text = sax.take(bytes);
+        body = json.text(bytes, text_key);
       } catch (const Error& e) {
         HYLO_FAIL("{}:{}: {}", path, part.where, e.what());
       }
-      body = text;
     }
     const size_t before = batch.ids.size();
     const size_t bad = encoder.encode_ordinary(body, batch.ids);
@@ -122,12 +46,6 @@ void tokenize_batch(TokenizedBatch& batch, const CorpusReader& reader, TokenEnco
 }
 
 }  // namespace
-
-std::string json_line_text(std::string_view line, const std::string& key) {
-  TextKeySax sax(key);
-  json::sax_parse(line.begin(), line.end(), &sax);
-  return sax.take(line);
-}
 
 void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, const PipelineOptions& options,
                            const std::function<void(const TokenizedBatch&)>& consume) {
@@ -202,6 +120,7 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
       name_this_thread("prepare-tokens");
       try {
         TokenEncoder encoder(tokenizer);
+        JsonLineParser json;
         while (true) {
           std::unique_ptr<TokenizedBatch> batch;
           uint64_t index;
@@ -216,7 +135,7 @@ void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, con
           }
           std::exception_ptr batch_error;
           try {
-            tokenize_batch(*batch, reader, encoder, options.text_key);
+            tokenize_batch(*batch, reader, encoder, json, options.text_key);
           } catch (...) {
             batch_error = std::current_exception();
           }

@@ -34,9 +34,4 @@ struct PipelineOptions {
 void run_tokenize_pipeline(CorpusReader& reader, const Tokenizer& tokenizer, const PipelineOptions& options,
                            const std::function<void(const TokenizedBatch&)>& consume);
 
-// The string under `key` of the JSON object on one line. Throws a message without a location
-// (the caller adds file and line) when the line is not an object, lacks the key, or holds
-// something other than a string there.
-std::string json_line_text(std::string_view line, const std::string& key);
-
 }  // namespace hylo::data

@@ -15,6 +15,7 @@
 #include "core/sha256.h"
 #include "data/import.h"
 #include "data/prepare.h"
+#include "data/json_line.h"
 #include "data/prepare_pipeline.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -381,6 +382,20 @@ TEST_CASE("data prepare: json_line_text reads only the text key") {
   CHECK(error_of([] { json_line_text(R"({"text": "a"} {"text": "b"})", "text"); }).find("not valid JSON") !=
         std::string::npos);
   CHECK(error_of([] { json_line_text(R"("text")", "text"); }).find("expected a JSON object") != std::string::npos);
+  auto error = [](std::string_view line) { return error_of([&] { json_line_text(line, "text"); }); };
+  CHECK(error(R"({"text": {"a": 1}})") == R"("text" holds an object, expected a string)");
+  CHECK(error(R"({"text": null})") == R"("text" holds null, expected a string)");
+  CHECK(error(R"({"text": [true]})") == R"("text" holds an array, expected a string)");
+  CHECK(error("{\"text\": \"caf\xe9\"}") == "not valid UTF-8; documents must be UTF-8");
+  CHECK(error(R"({"text": "a", "n": 01})").find("not valid JSON") == 0);  // a bad value beside the text
+  CHECK(error(R"({"text": "\ud800"})").find("not valid JSON") == 0);      // a lone surrogate
+  CHECK(error(R"({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9})") ==
+        "no \"text\" key (top-level keys: a, b, c, d, e, f, g, h); name the text field with --text-key");
+  // One parser reads line after line (its padded buffer reused): a long line, then a short one.
+  JsonLineParser parser;
+  const std::string long_text(5000, 'x');
+  CHECK(parser.text(R"({"text": ")" + long_text + R"("})", "text") == long_text);
+  CHECK(parser.text(R"({"id": 7, "text": "short \"quoted\""})", "text") == "short \"quoted\"");
 }
 
 TEST_CASE("data import: llm.c shards and nanoGPT's train.bin/val.bin become hylo shards and a manifest") {
