@@ -80,7 +80,8 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
   }
   // `hylo eval --json eval*.json` reports next to the run: retrieval accuracy (exact V) and token
   // accuracy over all distances (the second moves long before the first), and the accuracy at each
-  // distance D as "retrieval_acc@D", which the summary over seeds pairs up too.
+  // distance D as "retrieval_acc@D", which the summary over seeds pairs up too; held-out bits per
+  // byte (the ppl task) and last-word accuracy.
   std::vector<fs::path> evals;
   for (const auto& e : fs::directory_iterator(row.run_dir)) {
     const std::string f = e.path().filename().string();
@@ -90,6 +91,9 @@ void collect_metrics(ReportRow& row, const std::vector<std::string>& metrics) {
   for (const fs::path& p : evals) {
     try {
       const json report = json::parse(read_file(p).value_or(""));
+      if (report.contains("lastword")) row.values["lastword_acc"] = as_number(report.at("lastword").at("accuracy"));
+      if (const json ppl = report.value("results", json::object()).value("ppl", json::object()); ppl.contains("bits_per_byte,none"))
+        row.values["heldout_bpb"] = as_number(ppl.at("bits_per_byte,none"));
       if (!report.contains("retrieval")) continue;
       const json& retrieval = report.at("retrieval");
       const json overall = retrieval.value("overall", json::object());
@@ -343,14 +347,12 @@ int run_report(const ReportOptions& options) {
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
   read_run_seeds(rows, keys);
-  bool any_retrieval = false;
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   std::map<std::string, std::string> labelled;           // plot label -> the row that has it
   for (ReportRow& row : rows) {
     row.run = point_report(row.run_dir);
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
-    any_retrieval |= row.values.count("retrieval_acc") > 0;
     // Pooled directories name their rows by path; a plot's legend names the run and its seed
     // (read_run_seeds gave every pooled row one). Two rows with one label are one seed pooled
     // twice: it would count twice over seeds and pair with itself.
@@ -368,9 +370,11 @@ int run_report(const ReportOptions& options) {
   columns.insert(columns.end(), keys.begin(), keys.end());
   columns.push_back("step");
   columns.insert(columns.end(), metrics.begin(), metrics.end());
-  if (any_retrieval)
-    for (const char* c : {"retrieval_acc", "retrieval_tok_acc"})
-      if (std::find(columns.begin(), columns.end(), c) == columns.end()) columns.push_back(c);
+  // The eval reports' columns, where any run has them.
+  for (const char* c : {"heldout_bpb", "lastword_acc", "retrieval_acc", "retrieval_tok_acc"})
+    if (std::ranges::any_of(rows, [&](const ReportRow& row) { return row.values.count(c) > 0; }) &&
+        std::find(columns.begin(), columns.end(), c) == columns.end())
+      columns.push_back(c);
   std::string table = "|", rule = "|";
   for (const std::string& c : columns) table += " " + c + " |", rule += "---|";
   table += "\n" + rule + "\n";

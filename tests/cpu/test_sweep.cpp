@@ -226,6 +226,15 @@ TEST_CASE("sweep --local runs each point once, skips finished ones, and report t
   CHECK(md.find("| retrieval_acc | retrieval_tok_acc |") != std::string::npos);
   CHECK(md.find(" | 0.2500 | 0.3750 |\n") != std::string::npos);
   CHECK(md.find(" | - | - |\n") != std::string::npos);  // the pbb run has no eval file
+  // The ppl and lastword tasks' figures become columns too, before retrieval's.
+  std::ofstream(sweep_dir / "00_kind-pbb/eval.json")
+      << R"({"lastword": {"accuracy": 0.125}, "results": {"ppl": {"bits_per_byte,none": 1.5}}})";
+  ws.succeeds("report out/l/");
+  const std::string with_text = read_file(sweep_dir / "report.md").value();
+  CAPTURE(with_text);
+  CHECK(with_text.find("| heldout_bpb | lastword_acc | retrieval_acc | retrieval_tok_acc |") != std::string::npos);
+  CHECK(with_text.find(" | 1.5000 | 0.1250 | - | - |\n") != std::string::npos);
+  CHECK(with_text.find(" | - | - | 0.2500 | 0.3750 |\n") != std::string::npos);
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
     CHECK(fs::exists(sweep_dir / "loss.png"));
     CHECK(fs::exists(sweep_dir / "retrieval.png"));  // accuracy by distance, from the eval report
