@@ -390,16 +390,29 @@ class PatternMatcher {
 
 void encode_plain(const Tokenizer::Impl& impl, std::string_view text, PatternMatcher& matcher, PieceCache& cache,
                   std::vector<int32_t>& out) {
+  // Pieces go through the memo in runs of kRun: all of a run's slots are prefetched before the
+  // first lookup (PieceCache::prefetch). Lookups still go in text order, so a piece stored by an
+  // earlier one of the run is found by a later one, and the ids are those of one at a time.
+  constexpr size_t kRun = 16;
+  std::array<std::string_view, kRun> pieces;
+  std::array<uint64_t, kRun> hashes;
   std::vector<int32_t> piece_ids;
   for (size_t start = 0; start < text.size();) {
-    size_t end = matcher.match_end(text, start);
-    std::string_view piece = text.substr(start, end - start);
-    start = end;
-    if (cache.append_cached(piece, out)) continue;
-    piece_ids.clear();
-    impl.bpe(piece, piece_ids);
-    out.insert(out.end(), piece_ids.begin(), piece_ids.end());
-    cache.insert(piece, piece_ids);
+    size_t n = 0;
+    for (; n < kRun && start < text.size(); ++n) {
+      const size_t end = matcher.match_end(text, start);
+      pieces[n] = text.substr(start, end - start);
+      hashes[n] = PieceCache::hash_of(pieces[n]);
+      cache.prefetch(hashes[n]);
+      start = end;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      if (cache.append_cached(pieces[i], hashes[i], out)) continue;
+      piece_ids.clear();
+      impl.bpe(pieces[i], piece_ids);
+      out.insert(out.end(), piece_ids.begin(), piece_ids.end());
+      cache.insert(pieces[i], hashes[i], piece_ids);
+    }
   }
 }
 

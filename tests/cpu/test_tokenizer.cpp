@@ -284,19 +284,19 @@ TEST_CASE("tokenizer: the pre-token memo finds exactly what it stored, or nothin
       for (char& c : piece) c = char('a' + rng.below(6));  // few letters: many shared prefixes and lengths
       std::vector<int32_t> got;
       if (stored.count(piece)) continue;  // the tokenizer stores only misses
-      CHECK_FALSE(cache.append_cached(piece, got));  // never stored (or not kept): never found
+      CHECK_FALSE(cache.append_cached(piece, hylo::data::PieceCache::hash_of(piece), got));  // never stored (or not kept): never found
       std::vector<int32_t> ids(1 + rng.below(7));
       for (int32_t& id : ids) id = int32_t(rng.below(50257));
-      cache.insert(piece, ids);
+      cache.insert(piece, hylo::data::PieceCache::hash_of(piece), ids);
       const bool kept = piece.size() <= hylo::data::PieceCache::kMaxKey && ids.size() <= hylo::data::PieceCache::kMaxIds;
       if (kept) stored[piece] = ids;
       got.clear();
-      CHECK(cache.append_cached(piece, got) == kept);
+      CHECK(cache.append_cached(piece, hylo::data::PieceCache::hash_of(piece), got) == kept);
       if (kept) CHECK(got == ids);
     }
     for (const auto& [piece, ids] : stored) {
       std::vector<int32_t> got = {-1};  // appended to, never replaced
-      if (cache.append_cached(piece, got)) {
+      if (cache.append_cached(piece, hylo::data::PieceCache::hash_of(piece), got)) {
         ++found;
         got.erase(got.begin());
         CHECK(got == ids);
