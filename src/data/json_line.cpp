@@ -58,9 +58,4 @@ std::string_view JsonLineParser::text(std::string_view line, const std::string& 
   return std::string_view(value);
 }
 
-std::string json_line_text(std::string_view line, const std::string& key) {
-  JsonLineParser parser;
-  return std::string(parser.text(line, key));
-}
-
 }  // namespace hylo::data

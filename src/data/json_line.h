@@ -26,7 +26,4 @@ class JsonLineParser {
   std::unique_ptr<Parser> parser_;
 };
 
-// One line, with a parser of its own.
-std::string json_line_text(std::string_view line, const std::string& key);
-
 }  // namespace hylo::data

@@ -24,8 +24,10 @@ class PieceCache {
   // `max_slots`: a power of two, at least 8 (tests make it small to reach replacement).
   explicit PieceCache(size_t max_slots = size_t(1) << 17) : max_slots_(max_slots) {}
 
-  // The key of `piece` for the calls below (never 0: 0 marks an empty slot).
+  // The key of `piece` for the calls below: 0 for a piece too long to keep (never hashed, never
+  // found, never stored), else its hash, never 0 (0 marks an empty slot).
   static uint64_t hash_of(std::string_view piece) {
+    if (piece.size() > kMaxKey) return 0;
     const uint64_t h = std::hash<std::string_view>{}(piece);
     return h == 0 ? 1 : h;
   }
@@ -33,11 +35,13 @@ class PieceCache {
   // Starts loading the slot where `h`'s probe run begins. A lookup's cost is that one cache miss
   // (~70% of encode_plain's samples waited on it), so the tokenizer hashes a run of pieces and
   // prefetches all of their slots before it looks any up: the misses then overlap.
-  void prefetch(uint64_t h) const { __builtin_prefetch(&slots_[h & mask_]); }
+  void prefetch(uint64_t h) const {
+    if (h != 0) __builtin_prefetch(&slots_[h & mask_]);
+  }
 
   // Appends the ids of `piece` (hashed to `h`) to `out` when cached.
   bool append_cached(std::string_view piece, uint64_t h, std::vector<int32_t>& out) const {
-    if (piece.size() > kMaxKey) return false;
+    if (h == 0) return false;
     for (size_t k = 0; k < kProbe; ++k) {
       const Slot& s = slots_[(h + k) & mask_];
       if (s.hash == 0) return false;  // runs have no holes: nothing is ever erased
@@ -51,7 +55,7 @@ class PieceCache {
 
   // Stores a piece (hashed to `h`) that append_cached did not find.
   void insert(std::string_view piece, uint64_t h, std::span<const int32_t> ids) {
-    if (piece.size() > kMaxKey || ids.size() > kMaxIds) return;
+    if (h == 0 || ids.size() > kMaxIds) return;
     if (2 * (used_ + 1) > slots_.size() && slots_.size() < max_slots_) grow();
     Slot* target = nullptr;
     while (!target) {

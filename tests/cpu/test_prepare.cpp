@@ -375,14 +375,16 @@ TEST_CASE("data prepare: bad input names the file and line, and leaves the outpu
   fails(dir.file("empty_folder"), "holds no files");
 }
 
-TEST_CASE("data prepare: json_line_text reads only the text key") {
+TEST_CASE("data prepare: a jsonl line's text is read from its top-level key only") {
+  // One parser reads line after line (its padded buffer reused), as a prepare worker does.
+  hylo::data::JsonLineParser parser;
+  auto json_line_text = [&](std::string_view line, const std::string& key) { return std::string(parser.text(line, key)); };
   CHECK(json_line_text(R"({"a": {"text": "inner"}, "text": "outer \u00e9\n", "b": [1, "x"]})", "text") ==
         "outer \u00e9\n");
   CHECK(json_line_text(R"({"content": "x"})", "content") == "x");
-  CHECK(error_of([] { json_line_text(R"({"text": "a"} {"text": "b"})", "text"); }).find("not valid JSON") !=
-        std::string::npos);
-  CHECK(error_of([] { json_line_text(R"("text")", "text"); }).find("expected a JSON object") != std::string::npos);
-  auto error = [](std::string_view line) { return error_of([&] { json_line_text(line, "text"); }); };
+  auto error = [&](std::string_view line) { return error_of([&] { json_line_text(line, "text"); }); };
+  CHECK(error(R"({"text": "a"} {"text": "b"})").find("not valid JSON") == 0);
+  CHECK(error(R"("text")") == "expected a JSON object, found a string");
   CHECK(error(R"({"text": {"a": 1}})") == R"("text" holds an object, expected a string)");
   CHECK(error(R"({"text": null})") == R"("text" holds null, expected a string)");
   CHECK(error(R"({"text": [true]})") == R"("text" holds an array, expected a string)");
@@ -391,11 +393,10 @@ TEST_CASE("data prepare: json_line_text reads only the text key") {
   CHECK(error(R"({"text": "\ud800"})").find("not valid JSON") == 0);      // a lone surrogate
   CHECK(error(R"({"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7, "h": 8, "i": 9})") ==
         "no \"text\" key (top-level keys: a, b, c, d, e, f, g, h); name the text field with --text-key");
-  // One parser reads line after line (its padded buffer reused): a long line, then a short one.
-  JsonLineParser parser;
+  // A long line, then a short one: the reused buffer holds only the short one's text.
   const std::string long_text(5000, 'x');
-  CHECK(parser.text(R"({"text": ")" + long_text + R"("})", "text") == long_text);
-  CHECK(parser.text(R"({"id": 7, "text": "short \"quoted\""})", "text") == "short \"quoted\"");
+  CHECK(json_line_text(R"({"text": ")" + long_text + R"("})", "text") == long_text);
+  CHECK(json_line_text(R"({"id": 7, "text": "short \"quoted\""})", "text") == "short \"quoted\"");
 }
 
 TEST_CASE("data import: llm.c shards and nanoGPT's train.bin/val.bin become hylo shards and a manifest") {
