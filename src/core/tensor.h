@@ -73,7 +73,7 @@ class Tensor {
   Tensor clone() const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;
-  void copy_from(const Tensor& src);  // same shape; any devices; same dtype
+  void copy_from(const Tensor& src);  // same shape and dtype; any devices; either strided (not overlapping)
   template <class T>
   std::vector<T> to_vector() const;
 

@@ -137,15 +137,25 @@ void KvCache::fill(const Tensor& k_TBHD, const Tensor& v_TBHD) {
   HYLO_CHECK(k_TBHD.dim() == 4 && v_TBHD.shape() == k_TBHD.shape(), "kv cache: fill from k {} and v {} (T, B, Hkv, D)",
              shape_str(k_TBHD.shape()), shape_str(v_TBHD.shape()));
   const int64_t T = k_TBHD.size(0);
-  // Slot t mod slots: position t is overwritten by t + slots when that is still a prompt position.
-  const bool cyclic = map_.kind() == KvCacheKind::pbb || map_.kind() == KvCacheKind::swa_ring;
-  for (int64_t t = 0; t < T; ++t) {
-    if (cyclic && t + slots() < T) {
-      map_.append(t);
-      continue;
-    }
-    append(t, k_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}), v_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}));
+  if (map_.kind() == KvCacheKind::swa_linear) {  // compactions move slots: append by append
+    for (int64_t t = 0; t < T; ++t)
+      append(t, k_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}), v_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}));
+    return;
   }
+  // Every other kind keeps position t in slot t mod slots and never moves it (full: slot t), so T
+  // appends leave the last min(T, slots) positions, in at most two runs of slots (where the ring
+  // wraps): each run is one strided copy, (T', B, Hkv, D) into slots (B, Hkv, T', D).
+  KvSlotMap next = map_;  // committed only once the writes went through; a full cache out of slots throws here
+  for (int64_t t = 0; t < T; ++t) HYLO_CHECK(next.append(t).slot == t % slots(), "kv cache: fill of a moving cache");
+  const int64_t first = std::max<int64_t>(0, T - slots());
+  for (int64_t p = first; p < T;) {
+    const int64_t slot = p % slots(), n = std::min(T - p, slots() - slot);
+    k_.slice(2, slot, slot + n).copy_from(k_TBHD.slice(0, p, p + n).transpose(0, 1).transpose(1, 2));
+    v_.slice(2, slot, slot + n).copy_from(v_TBHD.slice(0, p, p + n).transpose(0, 1).transpose(1, 2));
+    for (int64_t i = 0; i < n; ++i) position_[size_t(slot + i)] = p + i;
+    p += n;
+  }
+  map_ = next;
 }
 
 Tensor KvCache::attend(int64_t t, const Tensor& q_BHD) const { return decode_attention(q_BHD, k_, v_, map_.live(t)); }

@@ -26,6 +26,20 @@ TEST_CASE("tensor views share storage and contiguous() copies strided data") {
   CHECK_THROWS_AS((void)t.data<double>(), Error);
 }
 
+TEST_CASE("copy_from writes into a strided view and leaves the rest of its storage alone") {
+  // (2, 4) storage; its columns 1..2 transposed are a (2, 2) view with strides (1, 4).
+  Tensor dst = Tensor::from_vector<float>({0, 1, 2, 3, 4, 5, 6, 7}, {2, 4});
+  Tensor window = dst.slice(1, 1, 3).transpose(0, 1);
+  REQUIRE_FALSE(window.is_contiguous());
+  window.copy_from(Tensor::from_vector<float>({10, 11, 12, 13}, {2, 2}));  // a contiguous source
+  CHECK(dst.to_vector<float>() == std::vector<float>{0, 10, 12, 3, 4, 11, 13, 7});
+  // A strided source into a strided destination: the element at (i, j) of one lands at (i, j) of the other.
+  Tensor src = Tensor::from_vector<float>({20, 21, 22, 23}, {2, 2}).transpose(0, 1);
+  window.copy_from(src);
+  CHECK(dst.to_vector<float>() == std::vector<float>{0, 20, 21, 3, 4, 22, 23, 7});
+  CHECK_THROWS_WITH_AS(window.copy_from(Tensor::zeros({2, 3}, DType::f32)), doctest::Contains("copy_from"), Error);
+}
+
 TEST_CASE("dtype conversion round-trips and bf16 rounds to nearest even") {
   Tensor t = Tensor::from_vector<float>({1.0f, -2.5f, 3.14159f, 1e-3f}, {4});
   auto back = t.to(DType::f64).to(DType::f32).to_vector<float>();

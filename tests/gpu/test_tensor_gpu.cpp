@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/rng.h"
@@ -44,7 +45,7 @@ TEST_CASE("tensor primitives on cuda match the cpu: add_ (vector and scalar path
   for (float v : filled.to(DType::f32).to_vector<float>()) CHECK(v == 2.5f);
 }
 
-TEST_CASE("contiguous() of strided cuda views equals the cpu's, byte for byte, for every element size") {
+TEST_CASE("strided cuda copies (contiguous() and copy_from into a strided view) equal the cpu's, byte for byte") {
   // (B, T, H, D) -> (T, B, H, D) as prefill hands k and v to the caches; a slice along T as it takes
   // the last position; a transpose of the two inner dims, where no run of elements is contiguous;
   // slices whose dims the kernel merges, down to a single run.
@@ -71,6 +72,20 @@ TEST_CASE("contiguous() of strided cuda views equals the cpu's, byte for byte, f
       Tensor into = Tensor::empty(h.shape(), dtype, Device::cpu);
       into.copy_from(d);  // a strided cuda source straight into host memory
       CHECK(std::memcmp(into.raw(), want.raw(), want.nbytes()) == 0);
+      // Into a strided view as well (prefill's writes into the KV caches): the transpose of a zeroed
+      // canvas whose last two dims are swapped, on either side; the canvases must agree byte for byte.
+      Shape swapped = h.shape();
+      std::swap(swapped[2], swapped[3]);
+      Tensor host_canvas = Tensor::zeros(swapped, dtype, Device::cpu);
+      Tensor dev_canvas = Tensor::zeros(swapped, dtype, Device::cuda);
+      host_canvas.transpose(2, 3).copy_from(h);
+      dev_canvas.transpose(2, 3).copy_from(d);
+      const Tensor dev_canvas_back = dev_canvas.to(Device::cpu);
+      CHECK(std::memcmp(dev_canvas_back.raw(), host_canvas.raw(), host_canvas.nbytes()) == 0);
+      dev_canvas.fill_(0);
+      dev_canvas.transpose(2, 3).copy_from(h);  // from host memory into a strided cuda view
+      const Tensor from_host_back = dev_canvas.to(Device::cpu);
+      CHECK(std::memcmp(from_host_back.raw(), host_canvas.raw(), host_canvas.nbytes()) == 0);
     }
   }
 }

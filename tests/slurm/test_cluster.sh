@@ -107,8 +107,13 @@ restarts=$(scontrol show job -o "${array}_0" | sed -n 's/.*Restarts=\([0-9]*\).*
 log0=$(ls "$sweep"/slurm-*_0.out)
 stop=$(sed -n 's/.*stopping after step \([0-9]*\) on SIGUSR1.*/\1/p' "$log0")
 [ -n "$stop" ] || fail "task 0 did not stop on SIGUSR1: $(cat "$log0")"
-# The signal lands in the step under way (or the next): at most one step after it was sent.
-((stop >= signalled_at && stop <= signalled_at + 1)) || fail "signalled after step $signalled_at, stopped at $stop"
+# The trainer stops at the first step boundary after the signal reaches it, which the resume check
+# below proves (its checkpoint is that step). The signal itself travels scancel -> slurmctld ->
+# slurmd -> the batch shell -> hylo, asynchronously: on the 2-core CI box that took up to two tiny
+# steps (~60 ms each), so the bound here is on delivery (10 steps, well under a second), not on
+# hylo, and the run must still have stopped mid-way.
+((stop >= signalled_at && stop <= signalled_at + 10 && stop < 150)) ||
+  fail "signalled after step $signalled_at, stopped at $stop"
 grep -q "resumed from $point0/checkpoints/step_$stop.h5 at step $stop" "$log0" ||
   fail "task 0 did not resume from its signal step $stop: $(cat "$log0")"
 grep -q "requeueing job" "$log0" || fail "task 0 did not requeue itself"

@@ -115,50 +115,56 @@ void cast(const void* src, DType from, void* dst, DType to, int64_t n) {
   HYLO_CUDA_LAUNCH_CHECK("tensor primitive");
 }
 
-struct StridedView {
+struct StridedCopyView {
   int dims;
-  int64_t shape[kMaxStridedDims], strides[kMaxStridedDims];
+  int64_t shape[kMaxStridedDims], src[kMaxStridedDims], dst[kMaxStridedDims];  // strides of either side
 };
 
-// One output element per thread-iteration: its row-major index split into coordinates, innermost
-// first, gives the source offset. Typed by element size only (a copy does not read the values),
-// and by index width: 32-bit division where every index fits, which is most of the cost.
+// One element per thread-iteration: its row-major index split into coordinates, innermost first,
+// gives the source and the destination offsets. Typed by element size only (a copy does not read
+// the values), and by index width: 32-bit division where every index fits, which is most of the cost.
 template <class T, class Index>
-__global__ void strided_copy_kernel(const T* src, T* dst, Index n, StridedView view) {
+__global__ void strided_copy_kernel(const T* src, T* dst, Index n, StridedCopyView view) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n; i += Index(gridDim.x) * blockDim.x) {
-    Index rest = i, offset = 0;
+    Index rest = i, from = 0, to = 0;
     for (int d = view.dims - 1; d >= 0; --d) {
-      const Index size = Index(view.shape[d]);
-      offset += (rest % size) * Index(view.strides[d]);
+      const Index size = Index(view.shape[d]), at = rest % size;
+      from += at * Index(view.src[d]);
+      to += at * Index(view.dst[d]);
       rest /= size;
     }
-    dst[i] = src[offset];
+    dst[to] = src[from];
   }
 }
 
-void strided_copy(const void* src, void* dst, size_t element_size, int dims, const int64_t* shape,
-                  const int64_t* strides) {
+void strided_copy(const void* src, const int64_t* src_strides, void* dst, const int64_t* dst_strides,
+                  size_t element_size, int dims, const int64_t* shape) {
   HYLO_CUDA_REQUIRE(dims >= 1 && dims <= kMaxStridedDims, "strided_copy: %d dims (at most %d)", dims, kMaxStridedDims);
-  // Fewer dims, fewer divisions: drop size-1 dims and merge a dim into the next when together they
-  // step evenly ((T, B, H, D) transposed from (B, T, H, D) becomes (T, B, H * D)).
-  StridedView view{0, {}, {}};
-  int64_t n = 1, reach = 0;  // reach: the largest source offset + 1
+  // Fewer dims, fewer divisions: drop size-1 dims and merge a dim into the one before when on both
+  // sides together they step evenly ((T, B, H, D) transposed from (B, T, H, D) into a contiguous
+  // destination becomes (T, B, H * D)).
+  StridedCopyView view{0, {}, {}, {}};
+  int64_t n = 1, src_last = 0, dst_last = 0;  // the largest offset on either side
   for (int d = 0; d < dims; ++d) {
     n *= shape[d];
-    reach += (shape[d] - 1) * strides[d];
+    src_last += (shape[d] - 1) * src_strides[d];
+    dst_last += (shape[d] - 1) * dst_strides[d];
     if (shape[d] == 1) continue;
-    if (view.dims > 0 && view.strides[view.dims - 1] == strides[d] * shape[d]) {
-      view.shape[view.dims - 1] *= shape[d];
-      view.strides[view.dims - 1] = strides[d];
+    const int last = view.dims - 1;
+    if (last >= 0 && view.src[last] == src_strides[d] * shape[d] && view.dst[last] == dst_strides[d] * shape[d]) {
+      view.shape[last] *= shape[d];
+      view.src[last] = src_strides[d];
+      view.dst[last] = dst_strides[d];
     } else {
       view.shape[view.dims] = shape[d];
-      view.strides[view.dims] = strides[d];
+      view.src[view.dims] = src_strides[d];
+      view.dst[view.dims] = dst_strides[d];
       ++view.dims;
     }
   }
   if (n == 0) return;
-  if (view.dims == 0) view = StridedView{1, {1}, {1}};  // one element
-  const bool narrow = n < (int64_t(1) << 31) && reach < (int64_t(1) << 31);
+  if (view.dims == 0) view = StridedCopyView{1, {1}, {1}, {1}};  // one element
+  const bool narrow = n < (int64_t(1) << 31) && std::max(src_last, dst_last) < (int64_t(1) << 31);
   auto launch = [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     if (narrow)
