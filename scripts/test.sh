@@ -6,20 +6,28 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# Each phase's minutes, at its end and in the closing line: where CI's time goes.
+phases=""
+phase() { phases+=" $1 $(((SECONDS - ${mark:-0}) / 60))m$(((SECONDS - ${mark:-0}) % 60))s"; echo "test.sh: $1 took ${phases##* }"; mark=$SECONDS; }
 
 ./scripts/install_deps.sh
 ./scripts/install_deps.sh --slurm  # the single-node cluster of the `slurm` test
 ./scripts/fetch_data.sh --core
+phase setup
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs"
+phase build
 ctest --test-dir build --output-on-failure -j"$jobs"
+phase tests
 
 # -O1 -g1: the sanitizers' customary level, and line tables are all their reports need; it halves the
 # compile of -O2 -g, which took 20 of CI's 42 minutes, and the pass runs no slower for it.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DHYLO_CUDA=OFF -DHYLO_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j"$jobs" --target hylo_tests hylo
+phase asan-build
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan -L cpu --output-on-failure -j"$jobs"
-echo "all tests passed"
+phase asan-tests
+echo "all tests passed (${phases# })"

@@ -257,4 +257,9 @@ TEST_CASE("KvCache::fill leaves what appending every position leaves, for every 
       CHECK(filled.v().to_vector<double>() == appended.v().to_vector<double>());
       CHECK_THROWS_WITH_AS(filled.fill(k_TBHD, v_TBHD), doctest::Contains("needs an empty cache"), Error);
     }
+  // A prompt longer than a full cache is refused before anything is written: the cache stays empty.
+  KvCache short_full(KvSlotMap::full(8), B, Hkv, D, DType::f64);
+  const Tensor nine = Tensor::zeros({9, B, Hkv, D}, DType::f64);
+  CHECK_THROWS_WITH_AS(short_full.fill(nine, nine), doctest::Contains("max_len 8 cannot take position 8"), Error);
+  CHECK(short_full.length() == 0);
 }
