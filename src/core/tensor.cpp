@@ -133,7 +133,6 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
   return t;
 }
 
-// Element-by-element strided gather on the host; used only for non-contiguous CPU views.
 // Element by element from the view `src` into the view `dst` of the same shape (either strided).
 static void strided_copy_cpu(const Tensor& src, const Tensor& dst) {
   const size_t es = dtype_size(src.dtype());

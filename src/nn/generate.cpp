@@ -173,7 +173,7 @@ std::vector<std::vector<double>> Generator::prefill(std::span<const std::vector<
   for (int l = 0; l < model_.n_layers(); ++l)
     x = model_.block_forward(l, x, int(B), int(T), nullptr, [&](const Var& k, const Var& v) {
       // (B, T, Hkv, hd) -> (T, B, Hkv, hd), as KvCache::fill takes it.
-      caches_[size_t(l)].fill(k.value().transpose(0, 1).contiguous(), v.value().transpose(0, 1).contiguous());
+      caches_[size_t(l)].fill(k.value().transpose(0, 1), v.value().transpose(0, 1));
     });
   position_ = T;
   // The last position of every sequence: rows T - 1, 2T - 1, ... of x.

@@ -139,14 +139,15 @@ void KvCache::fill(const Tensor& k_TBHD, const Tensor& v_TBHD) {
   const int64_t T = k_TBHD.size(0);
   if (map_.kind() == KvCacheKind::swa_linear) {  // compactions move slots: append by append
     for (int64_t t = 0; t < T; ++t)
-      append(t, k_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}), v_TBHD.slice(0, t, t + 1).view({B_, Hkv_, D_}));
+      append(t, k_TBHD.slice(0, t, t + 1).contiguous().view({B_, Hkv_, D_}),
+             v_TBHD.slice(0, t, t + 1).contiguous().view({B_, Hkv_, D_}));
     return;
   }
   // Every other kind keeps position t in slot t mod slots and never moves it (full: slot t), so T
   // appends leave the last min(T, slots) positions, in at most two runs of slots (where the ring
   // wraps): each run is one strided copy, (T', B, Hkv, D) into slots (B, Hkv, T', D).
   KvSlotMap next = map_;  // committed only once the writes went through; a full cache out of slots throws here
-  for (int64_t t = 0; t < T; ++t) HYLO_CHECK(next.append(t).slot == t % slots(), "kv cache: fill of a moving cache");
+  for (int64_t t = 0; t < T; ++t) next.append(t);
   const int64_t first = std::max<int64_t>(0, T - slots());
   for (int64_t p = first; p < T;) {
     const int64_t slot = p % slots(), n = std::min(T - p, slots() - slot);

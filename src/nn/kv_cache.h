@@ -77,7 +77,7 @@ class KvCache {
   // Appends position t (== length()) for every sequence from k_BHD / v_BHD (B, Hkv, D), of the
   // cache's dtype and device; returns the slot it went to.
   int append(int64_t t, const Tensor& k_BHD, const Tensor& v_BHD);
-  // Positions 0 .. T-1 into the empty cache from k_TBHD / v_TBHD (T, B, Hkv, D): what T appends
+  // Positions 0 .. T-1 into the empty cache from k_TBHD / v_TBHD (T, B, Hkv, D, any strides): what T appends
   // leave, writing only the positions no later one overwrites (Flash-PBB and the ring: the last
   // `slots`), so that a long prompt costs one write per slot, not per position.
   void fill(const Tensor& k_TBHD, const Tensor& v_TBHD);

@@ -247,10 +247,14 @@ TEST_CASE("KvCache::fill leaves what appending every position leaves, for every 
       const auto k = random_values<double>(size_t(T) * B * Hkv * D, 900 + uint64_t(T));
       const auto v = random_values<double>(size_t(T) * B * Hkv * D, 950 + uint64_t(T));
       const Tensor k_TBHD = Tensor::from_vector(k, {T, B, Hkv, D}), v_TBHD = Tensor::from_vector(v, {T, B, Hkv, D});
+      // fill as prefill calls it: strided views, the (B, T, Hkv, D) layout transposed.
+      const Tensor k_strided = k_TBHD.transpose(0, 1).contiguous().transpose(0, 1);
+      const Tensor v_strided = v_TBHD.transpose(0, 1).contiguous().transpose(0, 1);
+      REQUIRE_FALSE(k_strided.is_contiguous());
       KvCache appended(map, B, Hkv, D, DType::f64), filled(map, B, Hkv, D, DType::f64);
       for (int t = 0; t < T; ++t)
         appended.append(t, k_TBHD.slice(0, t, t + 1).view({B, Hkv, D}), v_TBHD.slice(0, t, t + 1).view({B, Hkv, D}));
-      filled.fill(k_TBHD, v_TBHD);
+      filled.fill(k_strided, v_strided);
       CHECK(filled.length() == appended.length());
       for (int s = 0; s < filled.slots(); ++s) CHECK(filled.position_in(s) == appended.position_in(s));
       CHECK(filled.k().to_vector<double>() == appended.k().to_vector<double>());
