@@ -3,8 +3,10 @@
 # .devbundle/ (git-ignored; name it in the device call's `carry`): the executables and the shared
 # libraries they need that are not part of the C runtime or the CUDA toolkit found there, packed
 # into .devbundle/bundle.tar.xz (~10 MB instead of ~35: the carry holds 64 MiB in all, data and
-# tracked files included), which scripts/device_check.sh unpacks into .devbundle/ there. Files
-# put next to it (a hylo of another commit for attn_ab: .devbundle/bin/hylo_base) travel as they are.
+# tracked files included), which scripts/device_check.sh unpacks into .devbundle/ there, and the
+# PyTorch peer (../shared/peers/torch_ref.py, outside the checkout) as .devbundle/peers/torch_ref.py.
+# Files put next to it (a hylo of another commit for attn_ab: .devbundle/bin/hylo_base) travel as
+# they are.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${HYLO_BUILD_DIR:-build-gpu}
@@ -18,4 +20,10 @@ done | sort -u | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|l
   while read -r lib; do cp -L "$lib" .devbundle/lib/; done
 tar cf - -C .devbundle bin lib | xz -6 -T0 >.devbundle/bundle.tar.xz
 rm -rf .devbundle/bin .devbundle/lib
+peer=../shared/peers/torch_ref.py
+if [ -f "$peer" ]; then
+  mkdir -p .devbundle/peers && cp "$peer" .devbundle/peers/
+else
+  echo "device_bundle: $peer not found: the peer stages (torch*, fp8, dense2b) will refuse to run" >&2
+fi
 du -sh .devbundle

@@ -113,15 +113,23 @@
 # and what the stopped one wrote. For the same reason run the script bare, not through `| tail`:
 # tail prints nothing until its input ends, and a call killed before then comes back with no output.
 #
-# Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/)
-#                                mkdir -p .peers && cp ../shared/peers/torch_ref.py .peers/
-# Device call: carry [".devbundle", "data/tokens", ".peers"] (ablation: also "data/tokenizer", which
+# Prepare here (no GPU needed):  scripts/device_bundle.sh   (builds .devbundle/, the PyTorch peer in it)
+# Device call: carry [".devbundle", "data/tokens"] (ablation: also "data/tokenizer", which
 # the last-word task reads), command: scripts/device_check.sh STAGE...
+# Before any stage the script checks that every stage named finds what it reads (the bundle, the
+# peer, the carried data): a missing carry ends the call at once with the path, not minutes in.
+# The call's time limit (DEVICE_LIMIT_S, default 600 s, the device tool's most) is kept by the script
+# itself: no stage starts, and no ablation point, within DEVICE_MARGIN_S (default 40 s) of it, and the
+# running ones are stopped there, so that the results are packed before the tool kills the call
+# (a killed call returns only what was packed before).
 # (a cold machine takes ~60 s before the first stage, and 1-2 minutes of device time; tests ~20 s,
 # bench ~60 s, torch ~60 s; ablation ~4 min for hybrids-small's 9 runs, ~6 min for hybrids-small-all's,
 # ~7.5 min for hybrids-205m-all's 3; tests + curve + dp + dp_cost 243 s, curve + export 152 s).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+started=$(date +%s)
+limit_at=$((started + ${DEVICE_LIMIT_S:-600} - ${DEVICE_MARGIN_S:-40}))  # stop here, then pack
+seconds_left() { echo $((limit_at - $(date +%s))); }
 OUT=${OUT:-/tmp/hylo_out}
 FINAL_OUT=$OUT
 OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz after each stage
@@ -130,11 +138,38 @@ mkdir -p "$FINAL_OUT"
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 hylo=.devbundle/bin/hylo
+peer=.devbundle/peers/torch_ref.py  # ../shared/peers/torch_ref.py, put there by scripts/device_bundle.sh
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)  # the ncu_* stages
 summary="$OUT/summary.txt"
 : >"$summary"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 stages=${*:-tests curve bench}
+
+# What each stage reads from the carry; every missing path is named before the GPU is touched.
+missing=()
+need() { for path in "$@"; do [ -e "$path" ] || missing+=("$stage: $path"); done; }
+for stage in $stages; do
+  need "$hylo"
+  case $stage in
+    torch_attn | torch | torch_moe | torch_decode) need "$peer" ;;
+    fp8) [ "${FP8_PEER:-1}" = 0 ] || need "$peer" ;;
+    dense2b) need "$peer" ;;
+    prepare | prepare_solo | prepare_threads) need data/bench_corpus/sample.jsonl.zst data/bench_corpus/sample.bytes ;;
+    curve | dp | tensorboard) need data/tokens ;;
+    hf | generate) need data/tokenizer data/tokens ;;
+    ablation)
+      need data/tokenizer "experiments/${ABLATION:-hybrids-small}.yaml"
+      grep -q 'data/tokens-all' "experiments/${ABLATION:-hybrids-small}.yaml" 2>/dev/null &&
+        { [ -d data/tokens-all ] || need data/tokens-all.tar.xz; }
+      case ${ABLATION_TASKS:-} in *ppl*) need data/raw/heldout/devil.txt ;; esac
+      case ${ABLATION_EVAL_ARGS:-} in *austen*) need data/raw/austen ;; esac ;;
+  esac
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  printf 'device_check: not in the carry (nothing was run): %s\n' "${missing[@]}" | sort -u | tee "$summary"
+  cp "$summary" "$FINAL_OUT/summary.txt"
+  exit 2
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 # The attn stage's benchmark (full/swa/pbb x hd 64,128 x T 4096,16384) with hylo binary $1, JSON to $2.
 bench_attention() {
@@ -151,13 +186,19 @@ print("%.0f" % (sum(r["tokens_per_s"] for r in rows) / len(rows)))' "$1"
 
 # Packs what the stages wrote so far; after every stage, and when the call's time limit stops the
 # script (TERM), so that the stage it stopped inside keeps the JSON its commands wrote as they went.
+# Written aside and renamed, so that a call killed mid-pack, or two lanes packing at once, leave
+# the last whole archive rather than a torn one.
 pack() {
-  tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
-  cp "$summary" "$FINAL_OUT/summary.txt"
+  tar czf "$FINAL_OUT/.results.tgz.$BASHPID" -C "$OUT" . && mv -f "$FINAL_OUT/.results.tgz.$BASHPID" "$FINAL_OUT/results.tgz"
+  cp "$summary" "$FINAL_OUT/.summary.txt.$BASHPID" && mv -f "$FINAL_OUT/.summary.txt.$BASHPID" "$FINAL_OUT/summary.txt"
 }
 trap 'echo "stopped (TERM): packing what the stages wrote"; pack; exit 124' TERM INT
 
 for stage in $stages; do
+  if [ "$(seconds_left)" -le 0 ]; then
+    echo "device_check: $stage and the stages after it not started: the call's limit is near" | tee -a "$summary"
+    break
+  fi
   echo "== $stage"
   case $stage in
     tests)
@@ -402,7 +443,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       done
       python3 scripts/attention_pair_ratio.py "$OUT"/bench_attention_span_*.json | tee -a "$summary" ;;
     torch_attn)
-      OUT="$OUT/torch_attn" python3 .peers/torch_ref.py attn 2>&1 | tail -22 | tee -a "$summary" ;;
+      OUT="$OUT/torch_attn" python3 "$peer" attn 2>&1 | tail -22 | tee -a "$summary" ;;
     bench)
       for cfg in 205m-pbb 205m-swa 205m-full; do
         $hylo bench train configs/$cfg.yaml --steps 10 --warmup 3 --json "$OUT/bench_train_$cfg.json" 2>&1 |
@@ -421,7 +462,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
             tee "$OUT/bench_train_${cfg}_$precision.log" | tail -1 | sed "s/^/$cfg $precision: /" | tee -a "$summary"
         done
       done
-      [ "${FP8_PEER:-1}" = 0 ] || python3 .peers/torch_ref.py train --layers 12 --variants pbb \
+      [ "${FP8_PEER:-1}" = 0 ] || python3 "$peer" train --layers 12 --variants pbb \
         --deadline $(($(date +%s) + 300)) 2>&1 | tail -4 | tee -a "$summary" ;;
     profile)
       # PROFILE_PRECISIONS="bf16 fp8": each config once per precision (default bf16 only).
@@ -444,10 +485,10 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
             tee "$OUT/bench_train_${cfg}_recompute_$rc.log" | tail -1 | sed "s/^/$cfg recompute $rc: /" | tee -a "$summary"
         done
       done
-      OUT="$OUT/torch_2b" python3 .peers/torch_ref.py train --layers 24 --d-model 2560 --heads 20 --ffn 6912 \
+      OUT="$OUT/torch_2b" python3 "$peer" train --layers 24 --d-model 2560 --heads 20 --ffn 6912 \
         --variants ${DENSE2B_PEER:-pbb,full} --tag 2b --deadline $(($(date +%s) + 300)) 2>&1 | tail -6 | tee -a "$summary" ;;
     torch)
-      python3 .peers/torch_ref.py train --layers 12 --variants pbb,swa,full \
+      python3 "$peer" train --layers 12 --variants pbb,swa,full \
         --deadline $(($(date +%s) + 420)) 2>&1 | tail -12 | tee -a "$summary" ;;
     moe)
       $hylo bench moe --json "$OUT/bench_moe.json" 2>&1 | tail -8 | tee -a "$summary"
@@ -460,7 +501,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
         done
       done ;;
     torch_moe)
-      python3 .peers/torch_ref.py train --layers 16 --variants moe_pbb \
+      python3 "$peer" train --layers 16 --variants moe_pbb \
         --deadline $(($(date +%s) + 240)) 2>&1 | tail -4 | tee -a "$summary" ;;
     balance)
       small="--set model.n_layers=4 --set train.steps=1000 --set train.warmup_steps=50 --set train.eval_every=0
@@ -510,7 +551,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window 512 --Hkv 4 \
         --json "$OUT/bench_decode_gqa_bridge$bridge.json" 2>&1 | tail -6 | tee -a "$summary" ;;
     torch_decode)
-      OUT="$OUT/torch_decode" python3 .peers/torch_ref.py decode 2>&1 | tail -12 | tee -a "$summary" ;;
+      OUT="$OUT/torch_decode" python3 "$peer" decode 2>&1 | tail -12 | tee -a "$summary" ;;
     generate)
       gen_configs=${GENERATE_CONFIGS:-205m-pbb 205m-swa 205m-full}
       gen_batches=${GENERATE_BATCHES:-1 16 64}
@@ -588,14 +629,29 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
         for lane in $(seq 0 $((lanes - 1))); do
           (
             for ((i = lane; i < ${#points[@]}; i += lanes)); do
-              $hylo sweep "${sweep_args[@]}" --only "${points[i]}" 2>&1 | grep -E "^step +[0-9]*000?/|val_loss|^sweep: running|error"
-              run=$(find "$dir/$sweep" -mindepth 1 -maxdepth 1 -type d -regex ".*/0*${points[i]}_[^/]*")
+              # A point not started within ABLATION_POINT_S (default 150 s) of the limit would be cut
+              # off; a started one is stopped at the limit (TERM: it checkpoints, and the next
+              # call's sweep resumes it), and what it wrote is packed.
+              if [ "$(seconds_left)" -lt "${ABLATION_POINT_S:-150}" ]; then
+                echo "-- point ${points[i]} not started: the call's limit is near"
+                continue
+              fi
+              timeout "$(seconds_left)" $hylo sweep "${sweep_args[@]}" --only "${points[i]}" 2>&1 |
+                grep -E "^step +[0-9]*000?/|val_loss|^sweep: running|error|stopp"
+              stopped=$([ "${PIPESTATUS[0]}" = 124 ] && echo 1)
+              run=$(find "$dir/$sweep" -mindepth 1 -maxdepth 1 -type d -regex ".*/0*${points[i]}_[^/]*" 2>/dev/null)
+              if [ -z "$run" ]; then
+                echo "-- point ${points[i]}: no run directory (the sweep failed before it)"
+                continue
+              fi
               echo "-- eval $(basename "$run")"
               # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
-              $hylo eval "$run" --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} \
-                --json "$run/eval.json" 2>&1 | tail -24
-              # Its files but the checkpoints, into $OUT now: a call stopped by its limit keeps them.
+              [ -n "$stopped" ] && echo "-- $(basename "$run") stopped at the call's limit: not evaluated"
+              [ -z "$stopped" ] && [ "$(seconds_left)" -gt 0 ] && timeout "$(seconds_left)" $hylo eval "$run" \
+                --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} --json "$run/eval.json" 2>&1 | tail -24
+              # Its files but the checkpoints, into $OUT and packed now: a call stopped by its limit keeps them.
               (cd "$sweeps" && find "${run#"$sweeps"/}" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT"
+              pack
             done >"$OUT/ablation_lane$lane.log"
           ) &
         done
@@ -605,7 +661,7 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
         # Everything but the checkpoints comes back (hylo report can be rerun on it), packed after
         # each seed, so that a call cut off by its time limit still returns the seeds it finished.
         (cd "$sweeps" && find . -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT"
-        tar czf "$FINAL_OUT/results.tgz" -C "$OUT" .
+        pack
       done
       if [ -n "${ABLATION_SEEDS:-}" ]; then
         $hylo report "$sweeps"/seed-*/"$sweep" --out "$OUT/pooled" 2>&1 | tail -12 | tee -a "$summary"
