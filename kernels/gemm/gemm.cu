@@ -14,6 +14,7 @@
 
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
+#include "core/cuda/cublas_library.h"
 #include "kernels/common/common.cuh"
 #include "kernels/gemm/gemm.h"
 
@@ -86,12 +87,12 @@ int alignment(const void* p, int64_t stride_elems, size_t elem_bytes, int batch)
 
 void init_layout(cublasLtMatrixLayoutOpaque_t& layout, cudaDataType_t type, uint64_t rows, uint64_t cols, int64_t ld,
                  int batch, int64_t stride) {
-  HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutInit(&layout, type, rows, cols, ld));
+  HYLO_CUBLAS_CHECK(cublas_library().lt_matrix_layout_init_internal(&layout, sizeof layout, type, rows, cols, ld));
   if (batch > 1) {
     int32_t count = batch;
     HYLO_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(&layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
-    HYLO_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(&layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+        cublas_library().lt_matrix_layout_set_attribute(&layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+    HYLO_CUBLAS_CHECK(cublas_library().lt_matrix_layout_set_attribute(&layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                                        &stride, sizeof stride));
   }
 }
@@ -111,23 +112,23 @@ struct Layouts {
 
 Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   Plan plan;
-  HYLO_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_desc_create(&plan.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   cublasOperation_t op_first = k.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // applies to our B
   cublasOperation_t op_second = k.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // applies to our A
   HYLO_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
+      cublas_library().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
   HYLO_CUBLAS_CHECK(
-      cublasLtMatmulDescSetAttribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
+      cublas_library().lt_matmul_desc_set_attribute(plan.op, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
   Layouts l(k);
 
   cublasLtMatmulPreference_t pref;
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_preference_create(&pref));
   uint64_t workspace = kWorkspaceBytes;
   uint32_t align_first = k.align_b, align_second = k.align_a, align_c = k.align_c;
   // In-place split-K reductions accumulate with atomics: excluded so runs are bit-reproducible.
   uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_MASK & ~uint32_t(CUBLASLT_REDUCTION_SCHEME_INPLACE);
   auto prefer = [&](cublasLtMatmulPreferenceAttributes_t attribute, const auto& value) {
-    HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+    HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_preference_set_attribute(pref, attribute, &value, sizeof value));
   };
   prefer(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, workspace);
   prefer(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_first);
@@ -138,8 +139,8 @@ Plan make_plan(cublasLtHandle_t lt, const PlanKey& k) {
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(lt, plan.op, &l.a, &l.b, &l.c, &l.c, pref, 1, &result, &found);
-  HYLO_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+      cublas_library().lt_matmul_algo_get_heuristic(lt, plan.op, &l.a, &l.b, &l.c, &l.c, pref, 1, &result, &found);
+  HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_preference_destroy(pref));
   // NOT_SUPPORTED (or no result) is an answer, not an error: the shape takes the cublasGemmEx path.
   if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
     plan.use_lt = true;
@@ -171,7 +172,7 @@ struct LtSetup {
 };
 LtSetup lt_setup(Context& ctx, const PlanKey& key, cudaStream_t stream) {
   cublasLtHandle_t& lt = ctx.lt[key.device];
-  if (!lt) HYLO_CUBLAS_CHECK(cublasLtCreate(&lt));
+  if (!lt) HYLO_CUBLAS_CHECK(cublas_library().lt_create(&lt));
   void*& workspace = ctx.workspace[{key.device, stream}];
   if (!workspace) workspace = allocate(kWorkspaceBytes, "workspace: cublasLt");
   return {lt, workspace, cached_plan(ctx, lt, key)};
@@ -207,7 +208,7 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   if (plan.use_lt && !ctx.force_fallback) {
     lock.unlock();  // plans are never erased, so `plan` stays valid
     Layouts l(key);
-    const cublasStatus_t status = cublasLtMatmul(lt, plan.op, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
+    const cublasStatus_t status = cublas_library().lt_matmul(lt, plan.op, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
                                                  &plan.algo, workspace, kWorkspaceBytes, stream);
     lock.lock();
     // A bucket's algorithm may refuse a smaller size inside it: that size takes the fallback.
@@ -226,11 +227,11 @@ void run_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, cons
   const int ld_first = trans_b ? K : N, ld_second = trans_a ? M : K;
   with_cublas_handle(stream, [&](cublasHandle_t blas) {
     if (batch == 1) {
-      HYLO_CUBLAS_CHECK(cublasGemmEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF, ld_first, A,
+      HYLO_CUBLAS_CHECK(cublas_library().gemm_ex(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF, ld_first, A,
                                      CUDA_R_16BF, ld_second, &beta, C, c_type, N, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT));
     } else {
-      HYLO_CUBLAS_CHECK(cublasGemmStridedBatchedEx(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF,
+      HYLO_CUBLAS_CHECK(cublas_library().gemm_strided_batched_ex(blas, op_first, op_second, N, M, K, &alpha, B, CUDA_R_16BF,
                                                    ld_first, stride_b, A, CUDA_R_16BF, ld_second, stride_a, &beta,
                                                    C, c_type, N, stride_c, batch, CUBLAS_COMPUTE_32F,
                                                    CUBLAS_GEMM_DEFAULT));
@@ -246,8 +247,8 @@ void with_cublas_handle(cudaStream_t stream, const std::function<void(cublasHand
   int device = 0;
   HYLO_CUDA_CHECK(cudaGetDevice(&device));
   cublasHandle_t& blas = ctx.blas[device];
-  if (!blas) HYLO_CUBLAS_CHECK(cublasCreate(&blas));
-  HYLO_CUBLAS_CHECK(cublasSetStream(blas, stream));
+  if (!blas) HYLO_CUBLAS_CHECK(cublas_library().create(&blas));
+  HYLO_CUBLAS_CHECK(cublas_library().set_stream(blas, stream));
   f(blas);
 }
 
@@ -289,10 +290,10 @@ void gemm_fp8(int M, int N, int K, const uint8_t* A, Fp8Format a_format, const f
 
   // The plan's descriptor is shared; the scale pointers are this call's, so it gets its own.
   cublasLtMatmulDescOpaque_t desc;
-  HYLO_CUBLAS_CHECK(cublasLtMatmulDescInit(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_desc_init_internal(&desc, sizeof desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_first = CUBLAS_OP_T, op_second = CUBLAS_OP_N;  // cuBLAS's A is our B (N, K)
   auto set = [&](cublasLtMatmulDescAttributes_t attribute, const auto& value) {
-    HYLO_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(&desc, attribute, &value, sizeof value));
+    HYLO_CUBLAS_CHECK(cublas_library().lt_matmul_desc_set_attribute(&desc, attribute, &value, sizeof value));
   };
   set(CUBLASLT_MATMUL_DESC_TRANSA, op_first);
   set(CUBLASLT_MATMUL_DESC_TRANSB, op_second);
@@ -300,7 +301,7 @@ void gemm_fp8(int M, int N, int K, const uint8_t* A, Fp8Format a_format, const f
   set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
   Layouts l(key);
   const float alpha = 1.0f;
-  const cublasStatus_t status = cublasLtMatmul(lt, &desc, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
+  const cublasStatus_t status = cublas_library().lt_matmul(lt, &desc, &alpha, B, &l.a, A, &l.b, &beta, C, &l.c, C, &l.c,
                                                &plan.algo, workspace, kWorkspaceBytes, stream);
   HYLO_CUDA_REQUIRE(status != CUBLAS_STATUS_NOT_SUPPORTED, "gemm_fp8: cuBLASLt refused M=%d N=%d K=%d", M, N, K);
   HYLO_CUBLAS_CHECK(status);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "core/cuda/cublas_library.h"
 #include "kernels/common/common.cuh"
 #include "kernels/gemm/gemm.h"
 #include "kernels/moe/grouped_gemm.h"
@@ -79,7 +81,7 @@ void run_cublas_grouped(const Family& f, int E, const int32_t* off_host, const i
   group_pointers_kernel<<<int(ceil_div(E, 128)), 128, 0, stream>>>(E, count, off_dev, f.a, f.b, f.c, ptrs);
   HYLO_CUDA_LAUNCH_CHECK("group_pointers_kernel");
   with_cublas_handle(stream, [&](cublasHandle_t h) {
-    HYLO_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+    HYLO_CUBLAS_CHECK(cublas_library().gemm_grouped_batched_ex(
         h, op_first.data(), op_second.data(), m.data(), n.data(), k.data(), alpha.data(), ptrs, CUDA_R_16BF,
         lda.data(), ptrs + count, CUDA_R_16BF, ldb.data(), beta.data(), const_cast<void* const*>(ptrs + 2 * count),
         CUDA_R_16BF, ldc.data(), count, group_size.data(), CUBLAS_COMPUTE_32F));

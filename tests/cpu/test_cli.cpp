@@ -36,6 +36,15 @@ bool one_line(const std::string& output) { return std::count(output.begin(), out
 
 }  // namespace
 
+// cuBLAS is opened at the first CUDA GEMM, not linked (core/cuda/cublas_library.h): linking it cost
+// every command ~0.35 s and ~200 MB before main. The executable must not name it.
+TEST_CASE("hylo starts without cuBLAS: the executable does not link it") {
+  const auto libraries = hylo::test::run_command("ldd " + kHylo);
+  REQUIRE_MESSAGE(libraries.exit_code == 0, libraries.output);
+  CHECK(libraries.output.find("libc.so") != std::string::npos);  // ldd did list the libraries
+  CHECK_MESSAGE(libraries.output.find("libcublas") == std::string::npos, libraries.output);
+}
+
 TEST_CASE("every command and subcommand answers --help and -h with its usage, exit 0") {
   std::vector<std::string> commands = {""};
   for (size_t i = 0; i < commands.size(); ++i) {  // grows as the help texts name subcommands

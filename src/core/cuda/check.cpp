@@ -1,11 +1,10 @@
 // Out-of-line throwers for core/cuda/check.h (compiled by g++, so fmt is available here).
 #include "core/cuda/check.h"
 
-#include <cublas_api.h>
-
 #include <cstdarg>
 #include <cstdio>
 
+#include "core/cuda/cublas_library.h"
 #include "core/error.h"
 
 namespace hylo::cuda {
@@ -18,7 +17,7 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 
 void throw_cublas_error(int status, const char* call, const char* file, int line) {
   throw Error(fmt::format("{} failed at {}:{}: {} (cublasStatus {})", call, file, line,
-                          cublasGetStatusString(static_cast<cublasStatus_t>(status)), status),
+                          cublas_library().get_status_string(static_cast<cublasStatus_t>(status)), status),
               file, line);
 }
 
