@@ -87,7 +87,8 @@
 #           then per config a 1-step checkpoint, exported with --format hf, timed by
 #           scripts/hf_generate_peer.py (transformers generate, static cache, bf16) on the same
 #           settings into hf_generate_<config>.json. $GENERATE_CONFIGS (default 205m-pbb 205m-swa
-#           205m-full) and $GENERATE_BATCHES (default 1 16 64) narrow it. Needs data/tokens and
+#           205m-full) and $GENERATE_BATCHES (default 1 16 64) narrow it; each setting is timed
+#           $GENERATE_REPEAT times on both sides (default 3: median and range). Needs data/tokens and
 #           data/tokenizer in the carry.
 #   sample  what the main job trains with a GPU (configs/small.yaml) and 205m-pbb for
 #           $SAMPLE_205M_STEPS steps (default 1000), on every source when data/tokens-all.tar.xz is
@@ -556,10 +557,11 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       gen_configs=${GENERATE_CONFIGS:-205m-pbb 205m-swa 205m-full}
       gen_batches=${GENERATE_BATCHES:-1 16 64}
       gen_prompts="512 4096"
+      gen_repeat=${GENERATE_REPEAT:-3}  # timed runs of each setting, both sides: the median and the range
       gen_paths=()
       for cfg in $gen_configs; do gen_paths+=("configs/$cfg.yaml"); done
       $hylo bench generate --config "${gen_paths[@]}" --batch "${gen_batches// /,}" --prompt "${gen_prompts// /,}" \
-        --new-tokens 128 --device cuda --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log"
+        --new-tokens 128 --repeat "$gen_repeat" --device cuda --json "$OUT/bench_generate.json" 2>&1 | tee "$OUT/bench_generate.log"
       for cfg in $gen_configs; do
         run=/tmp/gen_$cfg
         # The peer loads an exported checkpoint: one training step makes one.
@@ -568,7 +570,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
         $hylo export $run --format hf --out $run/hf --overwrite 2>&1 | tail -1
         # shellcheck disable=SC2086  # the batches and prompts are lists of arguments
         python3 scripts/hf_generate_peer.py $run/hf --label "$cfg" --batch $gen_batches --prompt $gen_prompts \
-          --new-tokens 128 --json "$OUT/hf_generate_$cfg.json" 2>&1 | tee "$OUT/hf_generate_$cfg.log"
+          --new-tokens 128 --repeat "$gen_repeat" --json "$OUT/hf_generate_$cfg.json" 2>&1 | tee "$OUT/hf_generate_$cfg.log"
         echo "generate $cfg, decode tok/s by batch x prompt: $(python3 -c 'import json, sys
 def rates(path):
     try:

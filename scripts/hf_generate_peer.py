@@ -3,14 +3,16 @@
 `hylo export --format hf` directory with transformers' own generate and a static cache, bf16.
 
   scripts/hf_generate_peer.py EXPORT_DIR [--label NAME] [--batch 1 16 64] [--prompt 512 4096]
-                              [--new-tokens 128] [--json OUT]
+                              [--new-tokens 128] [--repeat 1] [--json OUT]
 
 Per batch x prompt length: random prompt ids (one seed), then generate with
 cache_implementation="static" and min_new_tokens = max_new_tokens, so that it never stops early.
 Timed as hylo's decode: hylo prefills the prompt, then runs new_tokens steps that each feed every
 sequence its last token, so here decode_s = the time of max_new_tokens = new_tokens + 1 minus the
 time of max_new_tokens = 1 (the prefill forward and its token, reported as prefill_s), and
-decode_tok_s = batch * new_tokens / decode_s. Each setting runs once untimed first. The rows have
+decode_tok_s = batch * new_tokens / decode_s. Each setting runs once untimed first, then --repeat
+times timed: the row is the run of median decode time, with the slowest and fastest decode rates
+(decode_tok_s_min / _max), as hylo's --repeat. The rows have
 the fields of hylo's (bench/bench_generate.cpp); kv_bytes is what the static cache allocated.
 Needs torch and transformers (the GPU machine has them; scripts/device_check.sh generate runs it).
 """
@@ -49,7 +51,7 @@ def write_json(args, model, rows):
               "device": torch.cuda.get_device_name(), "transformers": transformers.__version__,
               "torch": torch.__version__, "class": type(model).__name__,
               "settings": {"export": args.export_dir, "batches": args.batch, "prompts": args.prompt,
-                           "new_tokens": args.new_tokens, "seed": args.seed, "dtype": "bf16",
+                           "new_tokens": args.new_tokens, "repeat": args.repeat, "seed": args.seed, "dtype": "bf16",
                            "cache": "static", "attention": model.config._attn_implementation,
                            "decode": "time of max_new_tokens = new_tokens + 1 minus that of max_new_tokens = 1"},
               "rows": rows}
@@ -64,10 +66,12 @@ def main():
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 16, 64])
     ap.add_argument("--prompt", type=int, nargs="+", default=[512, 4096], help="prompt lengths")
     ap.add_argument("--new-tokens", type=int, default=128)
+    ap.add_argument("--repeat", type=int, default=1, help="timed runs of each setting (the row: the median)")
     ap.add_argument("--seed", type=int, default=0, help="of the prompt ids")
     ap.add_argument("--json")
     args = ap.parse_args()
-    for flag, values in (("--batch", args.batch), ("--prompt", args.prompt), ("--new-tokens", [args.new_tokens])):
+    for flag, values in (("--batch", args.batch), ("--prompt", args.prompt), ("--new-tokens", [args.new_tokens]),
+                         ("--repeat", [args.repeat])):
         bad = [v for v in values if v < 1]
         if bad:
             ap.error(f"{flag} {bad[0]} must be >= 1")
@@ -86,14 +90,21 @@ def main():
         for length in args.prompt:
             ids = torch.randint(0, vocab_valid, (batch, length), generator=torch.Generator().manual_seed(args.seed))
             prompt = ids.to("cuda")
+            runs = []  # (decode_s, prefill_s) of each timed run
             with torch.no_grad():
                 timed_generate(model, prompt, args.new_tokens + 1)  # untimed: allocations, kernel choices
-                prefill_s, _ = timed_generate(model, prompt, 1)
-                total_s, cache = timed_generate(model, prompt, args.new_tokens + 1)
-            decode_s = total_s - prefill_s
+                for _ in range(args.repeat):
+                    prefill_s, _ = timed_generate(model, prompt, 1)
+                    total_s, cache = timed_generate(model, prompt, args.new_tokens + 1)
+                    runs.append((total_s - prefill_s, prefill_s))
+            runs.sort()
+            decode_s, prefill_s = runs[len(runs) // 2]
+            rate = {name: round(batch * args.new_tokens / seconds, 1)
+                    for name, seconds in (("median", decode_s), ("min", runs[-1][0]), ("max", runs[0][0]))}
             row = {"config": label, "device": "cuda", "batch": batch, "prompt": length, "new_tokens": args.new_tokens,
                    "prefill_s": round(prefill_s, 4), "decode_s": round(decode_s, 4),
-                   "decode_tok_s": round(batch * args.new_tokens / decode_s, 1),
+                   "decode_tok_s": rate["median"], "decode_tok_s_min": rate["min"],
+                   "decode_tok_s_max": rate["max"], "runs": len(runs),
                    "ms_per_step": round(1e3 * decode_s / args.new_tokens, 3), "kv_bytes": cache_bytes(cache)}
             rows.append(row)
             if args.json:  # after every row: a call stopped at its time limit keeps what it measured

@@ -69,6 +69,7 @@ struct GenerateBenchOptions {
   std::vector<std::string> configs;
   std::vector<int> batches{1, 16, 64}, prompts{512, 4096};
   int new_tokens = 128;
+  int repeat = 1;      // runs of each setting; the row is the one of median decode time
   std::string device;  // cpu | cuda; empty: each config's
   std::string json;
 };

@@ -1,15 +1,17 @@
 // `hylo bench generate --config YAML... [--batch 1,16,64] [--prompt 512,4096] [--new-tokens 128]
-// [--device cpu|cuda] [--json PATH]`: whole-model greedy decoding through nn/generate.h, the path
+// [--repeat 1] [--device cpu|cuda] [--json PATH]`: whole-model greedy decoding through nn/generate.h, the path
 // `hylo generate` takes, with B sequences in lockstep. Per config x batch x prompt length: B random
 // prompts (a fixed seed: the same for every config) are prefilled by one forward over them
 // (Generator::prefill), then `new_tokens` greedy steps each feed
 // every sequence its token and pick the next from the logits (Generator::greedy_step);
 // decode tokens/s = B * new_tokens / decode seconds. The weights are the config's random
 // initialisation (train.seed): the arithmetic, and so the speed, do not depend on training. On
-// CUDA the stream is drained before every clock read. scripts/hf_generate_peer.py times
+// CUDA the stream is drained before every clock read. With --repeat N each setting runs N times and
+// the row is the run of median decode time, the range beside it. scripts/hf_generate_peer.py times
 // transformers' generate on the same settings into rows of the same fields.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -91,6 +93,19 @@ nlohmann::json bench_one(const BenchModel& m, int B, int T, int new_tokens) {
           {"kv", fmt::format("{:.1f}MiB", double(kv_bytes) / (1 << 20))}};
 }
 
+// The run of median decode time among `runs` of one setting, with the slowest and fastest decode
+// rates beside it: one run at batch 1 is ~0.15 s of host-bound steps, which the machine's noise moves.
+nlohmann::json median_run(std::vector<nlohmann::json> runs) {
+  std::sort(runs.begin(), runs.end(), [](const nlohmann::json& a, const nlohmann::json& b) {
+    return a["decode_s"].get<double>() < b["decode_s"].get<double>();
+  });
+  nlohmann::json row = runs[runs.size() / 2];
+  row["runs"] = runs.size();
+  row["decode_tok_s_min"] = runs.back()["decode_tok_s"];
+  row["decode_tok_s_max"] = runs.front()["decode_tok_s"];
+  return row;
+}
+
 const std::vector<bench::Column> kColumns = {
     {"config", "config", 12, -1, true, true},
     {"device", "", 0},
@@ -100,6 +115,9 @@ const std::vector<bench::Column> kColumns = {
     {"prefill_s", "prefill s", 9, 4, true, false, true},
     {"decode_s", "", 0, 4},
     {"decode_tok_s", "decode tok/s", 12, 1},
+    {"decode_tok_s_min", "", 0, 1},
+    {"decode_tok_s_max", "", 0, 1},
+    {"runs", "", 0},
     {"ms_per_step", "ms/step", 8, 3},
     {"kv_bytes", "", 0},
     {"kv", "KV", 10, -1, false},
@@ -139,12 +157,15 @@ int run_bench_generate(const GenerateBenchOptions& o) {
                       {"batches", o.batches},
                       {"prompts", o.prompts},
                       {"new_tokens", o.new_tokens},
+                      {"repeat", o.repeat},
                       {"weights", "random initialisation (train.seed); bf16 on cuda, f32 on cpu"},
                       {"prompt_ids", "uniform over the tokenizer's ids, one fixed seed"},
                       {"prefill", "one forward over the prompts, its k/v written into the caches"},
                       {"decode", "new_tokens steps, each feeding every sequence its greedy token, picked on the device "
                                  "(greedy_tokens: only B ids reach the host); decode_tok_s = batch * new_tokens / decode_s"},
-                      {"timing", "wall clock, the device drained before each read"}});
+                      {"timing", "wall clock, the device drained before each read; each setting run `repeat` times "
+                                 "(fresh caches each), the row the run of median decode time, decode_tok_s_min/max "
+                                 "the slowest and fastest"}});
   };
   for (size_t i = 0; i < configs.size(); ++i) {
     Transformer model(configs[i].model, configs[i].train.seed);
@@ -155,7 +176,9 @@ int run_bench_generate(const GenerateBenchOptions& o) {
       // Untimed: the first steps of a batch size pay for GEMM algorithm choices and first allocations.
       bench_one(m, B, 1, 1);
       for (int T : o.prompts) {
-        table.add(bench_one(m, B, T, o.new_tokens));
+        std::vector<nlohmann::json> runs;
+        for (int r = 0; r < o.repeat; ++r) runs.push_back(bench_one(m, B, T, o.new_tokens));
+        table.add(median_run(std::move(runs)));
         save();
       }
     }

@@ -75,6 +75,7 @@ void add_generate(CLI::App& group) {
   cli::add_positive_list(cmd, "--batch", o->batches, "batch sizes (sequences decoded together)");
   cli::add_positive_list(cmd, "--prompt", o->prompts, "prompt lengths");
   cli::add_positive(cmd, "--new-tokens", o->new_tokens, "greedy decode steps after the prompt");
+  cli::add_positive(cmd, "--repeat", o->repeat, "runs of each setting: the row is the median, with the range");
   cli::add_choice(cmd, "--device", o->device, {"cpu", "cuda"}, "where to decode (default: each config's)");
   cmd->add_option("--json", o->json, "also write the rows here (bench/bench_table.h's layout)");
   cli::run_with(cmd, [o] { return run_bench_generate(*o); });

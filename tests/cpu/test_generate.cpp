@@ -412,14 +412,15 @@ TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with th
   const std::string json = (dir / "generate.json").string();
   const std::string hylo = std::string(HYLO_BINARY_DIR) + "/hylo bench generate";
   const std::string tiny = std::string(HYLO_SOURCE_DIR) + "/configs/tiny.yaml";
-  const CommandResult ok =
-      run(hylo + " --config " + tiny + " --batch 1,2 --prompt 8 --new-tokens 4 --device cpu --json " + json);
+  const CommandResult ok = run(hylo + " --config " + tiny +
+                               " --batch 1,2 --prompt 8 --new-tokens 4 --repeat 3 --device cpu --json " + json);
   REQUIRE_MESSAGE(ok.exit_code == 0, ok.output);
   CHECK(ok.output.find("decode tok/s") != std::string::npos);
   const nlohmann::json written = nlohmann::json::parse(read_file(json).value());
   CHECK(written["bench"] == "generate");
   CHECK(written["device"] == "cpu");
   CHECK(written["settings"]["new_tokens"] == 4);
+  CHECK(written["settings"]["repeat"] == 3);
   REQUIRE(written["rows"].size() == 2);
   // tiny: layers LLLG, pbb b = 64, 4 kv heads of 8, f32: three 64-slot caches (72 rows each, see
   // kv_row_stride) and a full cache of prompt + new tokens = 12 slots, k and v, per sequence.
@@ -443,6 +444,10 @@ TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with th
                  hi = std::min({decode_s + 0.5e-4, B * 4 / (tok_s - 0.05), 4 * (ms + 0.5e-3) / 1e3});
     CHECK(lo <= hi * (1 + 1e-12));
     CHECK(row["kv_bytes"] == B * kv_per_sequence);
+    // The median of three runs, between the slowest and the fastest.
+    CHECK(row["runs"] == 3);
+    CHECK(row["decode_tok_s_min"].get<double>() <= tok_s);
+    CHECK(tok_s <= row["decode_tok_s_max"].get<double>());
   }
   for (const auto& [flags, message] : {
            std::pair{" --config " + tiny + " --batch 1,0", "bench generate: --batch needs a positive integer, got '0'"},
@@ -450,6 +455,7 @@ TEST_CASE("hylo bench generate: one JSON row per config x batch x prompt with th
            std::pair{" --config " + tiny + " --new-tokens 0",
                      "bench generate: --new-tokens needs a positive integer, got '0'"},
            std::pair{" --config " + tiny + " --device tpu", "bench generate: --device must be cpu or cuda, got 'tpu'"},
+           std::pair{" --config " + tiny + " --repeat 0", "bench generate: --repeat needs a positive integer, got '0'"},
            std::pair{std::string(" --batch 1"), "bench generate: --config is required"},
        }) {
     CAPTURE(flags);
