@@ -8,6 +8,17 @@
 
 namespace hylo {
 
+constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ull;  // 2^64 / golden ratio: splitmix64's Weyl step
+
+// splitmix64's output for the state x (its Weyl step included): a fixed 64-bit mix, where a seed or
+// an index must become well-spread bits without a stream (data order, split rules, fingerprints).
+inline uint64_t splitmix64(uint64_t x) {
+  x += kGoldenGamma;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 // One Philox4x32-10 block: 4 random words for counter `ctr` under key `key`.
 inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, std::array<uint32_t, 2> key) {
   constexpr uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace hylo::data {
 namespace {
@@ -15,15 +16,6 @@ constexpr uint64_t kWordsPerStart = 2;  // Rng::below draws one 64-bit value = t
 // The retrieval mix's stream is rank + 2^32 (the starts' is rank); each row's draws begin at
 // row index x 2^20 words, far more than a row's spans ever take (~30 words a span).
 constexpr uint64_t kSpanStream = uint64_t(1) << 32, kSpanWordsPerRow = uint64_t(1) << 20;
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;  // 2^64 / golden ratio: the Weyl step
-
-uint64_t mix64(uint64_t x) {
-  x += kGolden;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 DataLoader::DataLoader(const std::string& shard_path, int batch_size, int seq_len, int rank, int world_size,
@@ -54,7 +46,7 @@ DataLoader::DataLoader(const std::vector<DatasetSpec>& datasets, int batch_size,
   const uint64_t row_tokens = uint64_t(seq_len) + 1;
   uint64_t slice_tokens_all = 0;
   long double cumulative = 0;
-  fingerprint_ = datasets.size() == 1 ? 0 : mix64(datasets.size());
+  fingerprint_ = datasets.size() == 1 ? 0 : splitmix64(datasets.size());
   for (size_t d = 0; d < datasets.size(); ++d) {
     Dataset& ds = datasets_.emplace_back(Dataset{ShardSet(datasets[d], what)});
     const uint64_t n = ds.set.size();
@@ -77,10 +69,10 @@ DataLoader::DataLoader(const std::vector<DatasetSpec>& datasets, int batch_size,
     } else {
       uint64_t weight_bits;
       std::memcpy(&weight_bits, &datasets[d].weight, sizeof weight_bits);
-      fingerprint_ = mix64(fingerprint_ ^ ds.set.fingerprint()) ^ mix64(weight_bits + d);
+      fingerprint_ = splitmix64(fingerprint_ ^ ds.set.fingerprint()) ^ splitmix64(weight_bits + d);
     }
   }
-  phase_ = mix64(seed ^ mix64(uint64_t(rank) + 0x6d6978));
+  phase_ = splitmix64(seed ^ splitmix64(uint64_t(rank) + 0x6d6978));
   batches_per_epoch_ = std::max<uint64_t>(1, slice_tokens_all / (row_tokens * uint64_t(batch_size)));
   if (retrieval_mix_ > 0) {
     HYLO_CHECK(row_tokens >= uint64_t(2 * kSpanTokens), "{}: sequences of {} tokens cannot hold a source span and its repeat",
@@ -112,7 +104,7 @@ void check_vocab(const DataLoader& loader, uint64_t model_vocab) {
 
 size_t DataLoader::dataset_of_row(uint64_t batch_index, int row) const {
   if (datasets_.size() == 1) return 0;
-  const uint64_t x = phase_ + (batch_index * uint64_t(batch_size_) + uint64_t(row)) * kGolden;
+  const uint64_t x = phase_ + (batch_index * uint64_t(batch_size_) + uint64_t(row)) * kGoldenGamma;
   for (size_t d = 0; d + 1 < datasets_.size(); ++d)
     if (x < datasets_[d].threshold) return d;
   return datasets_.size() - 1;

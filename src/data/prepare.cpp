@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "core/rng.h"
 #include "core/sha256.h"
 #include "core/suggest.h"
 #include "data/prepare_pipeline.h"
@@ -41,19 +42,12 @@ constexpr double kPresetValFraction = 0.06;
 
 constexpr int32_t kSeparator = kEndOfTextId;
 
-uint64_t mix64(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // The document rule of the header comment. It sees each document once, in corpus order.
 class SplitRule {
  public:
   SplitRule(const CorpusOptions& o, uint64_t corpus_documents) : fraction_(o.val_fraction), val_docs_(o.val_docs) {
     n_ = corpus_documents;
-    if (val_docs_ > 0 && n_ > val_docs_) s_ = mix64(o.seed ^ 0x76616c646f6373ull) % (n_ - val_docs_);
+    if (val_docs_ > 0 && n_ > val_docs_) s_ = splitmix64(o.seed ^ 0x76616c646f6373ull) % (n_ - val_docs_);
     seed_ = o.seed;
   }
   bool is_val(size_t input, uint64_t in_input, uint64_t document) const {
@@ -62,7 +56,7 @@ class SplitRule {
       using u128 = unsigned __int128;
       return (u128(document + 1) * val_docs_ + s_) / n_ > (u128(document) * val_docs_ + s_) / n_;
     }
-    const double u = (1 - fraction_) * double(mix64(seed_ ^ mix64(input + 1)) >> 11) * 0x1.0p-53;
+    const double u = (1 - fraction_) * double(splitmix64(seed_ ^ splitmix64(input + 1)) >> 11) * 0x1.0p-53;
     return std::floor(double(in_input + 1) * fraction_ + u) > std::floor(double(in_input) * fraction_ + u);
   }
   std::string describe() const {
