@@ -619,8 +619,8 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
       for kv in ${ABLATION_SET:-}; do sets+=(--set "$kv"); done
       # With ABLATION_SEEDS the sweep runs once per seed into seed-N/, and one report pools them.
       for seed in ${ABLATION_SEEDS:-none}; do
-        dir=$sweeps seed_set=()
-        [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed")
+        dir=$sweeps seed_set=() seed_tag=""
+        [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed") seed_tag="_seed$seed"
         sweep_args=("experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} ${seed_set[@]+"${seed_set[@]}"})
         # The points to run (ABLATION_ONLY, else all), dealt round-robin to ABLATION_PARALLEL lanes:
         # a small model leaves the GPU idle while its process starts, evaluates and saves, which
@@ -638,19 +638,25 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
                 echo "-- point ${points[i]} not started: the call's limit is near"
                 continue
               fi
-              timeout "$(seconds_left)" $hylo sweep "${sweep_args[@]}" --only "${points[i]}" 2>&1 |
-                grep -E "^step +[0-9]*000?/|val_loss|^sweep: running|error|stopp"
-              stopped=$([ "${PIPESTATUS[0]}" = 124 ] && echo 1)
-              run=$(find "$dir/$sweep" -mindepth 1 -maxdepth 1 -type d -regex ".*/0*${points[i]}_[^/]*" 2>/dev/null)
-              if [ -z "$run" ]; then
-                echo "-- point ${points[i]}: no run directory (the sweep failed before it)"
+              # The point's whole log comes back; the lane's log keeps its progress lines. The run
+              # directory is the one the sweep names ("sweep: running NAME (DIR)").
+              log="$OUT/ablation_point_${points[i]}${seed_tag}.log"
+              timeout "$(seconds_left)" $hylo sweep "${sweep_args[@]}" --only "${points[i]}" >"$log" 2>&1
+              stopped=$([ $? = 124 ] && echo 1)
+              grep -E "^step +[0-9]*000?/|val_loss|^sweep: running|error|stopp" "$log"
+              run=$(sed -n 's/^sweep: running [^ ]* (\(.*\))$/\1/p' "$log" | head -1)
+              if [ ! -d "$run" ]; then
+                echo "-- point ${points[i]}: no run directory (the sweep failed before it; $log)"
                 continue
               fi
-              echo "-- eval $(basename "$run")"
-              # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
-              [ -n "$stopped" ] && echo "-- $(basename "$run") stopped at the call's limit: not evaluated"
-              [ -z "$stopped" ] && [ "$(seconds_left)" -gt 0 ] && timeout "$(seconds_left)" $hylo eval "$run" \
-                --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} --json "$run/eval.json" 2>&1 | tail -24
+              if [ -n "$stopped" ]; then
+                echo "-- $(basename "$run") stopped at the call's limit: not evaluated"
+              elif [ "$(seconds_left)" -gt 0 ]; then
+                echo "-- eval $(basename "$run")"
+                # shellcheck disable=SC2086  # ABLATION_EVAL_ARGS is a list of arguments (and globs)
+                timeout "$(seconds_left)" $hylo eval "$run" \
+                  --tasks "${ABLATION_TASKS:-val,retrieval,lastword}" ${ABLATION_EVAL_ARGS:-} --json "$run/eval.json" 2>&1 | tail -24
+              fi
               # Its files but the checkpoints, into $OUT and packed now: a call stopped by its limit keeps them.
               (cd "$sweeps" && find "${run#"$sweeps"/}" -name '*.h5' -prune -o -type f -print | tar cf - -T -) | tar xf - -C "$OUT"
               pack
