@@ -375,6 +375,9 @@ scaling $(python3 -c "print('%.3f' % ($many / ($n * $one)))")" | tee -a "$summar
       bytes=$(($(cat data/bench_corpus/sample.bytes) * ${PREPARE_REPEAT:-20}))  # uncompressed, counted where it was made
       for w in ${PREPARE_WORKERS:-1 2 4 8 16}; do
         rm -rf /tmp/prep/out_$w
+        # The previous run's ~1 GB of shards leave the page cache before this one is timed: at
+        # 68af3df the 16-worker run right after the 1-worker one took 5.31 s, a later one 4.86 s.
+        sync
         # rc, wall seconds, peak RSS (kB) of the child: python's getrusage, since /usr/bin/time may be absent
         res=$(python3 -c 'import resource, subprocess, sys, time
 t = time.time(); rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=open(sys.argv[-1] + ".log", "w")).returncode
@@ -421,6 +424,7 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       fi
       for w in ${PREPARE_THREADS_WORKERS:-16}; do
         rm -rf /tmp/prep/threads_$w
+        sync  # as in prepare: no earlier run's shards still being written back
         python3 scripts/thread_cpu.py --json "$OUT/prepare_threads_w$w.json" -- $hylo data prepare \
           --input /tmp/prep/corpus.jsonl.zst --workers "$w" --out /tmp/prep/threads_$w 2>&1 | tail -7 |
           sed "s/^/prepare_threads w$w: /" | tee -a "$summary"
