@@ -127,7 +127,7 @@
 # bench ~60 s, torch ~60 s; ablation ~4 min for hybrids-small's 9 runs, ~6 min for hybrids-small-all's,
 # ~7.5 min for hybrids-205m-all's 3; tests + curve + dp + dp_cost 243 s, curve + export 152 s).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 started=$(date +%s)
 limit_at=$((started + ${DEVICE_LIMIT_S:-600} - ${DEVICE_MARGIN_S:-40}))  # stop here, then pack
 seconds_left() { echo $((limit_at - $(date +%s))); }
@@ -603,7 +603,7 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
           --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" >$OUT/sample_${cfg}_train.log 2>&1
         tail -2 $OUT/sample_${cfg}_train.log
         cp $run/metrics.jsonl $OUT/sample_${cfg}_metrics.jsonl
-        tasks=val && [ -f data/raw/heldout/devil.txt ] && tasks=val,ppl  # carry data/raw/heldout for ppl
+        tasks="val" && [ -f data/raw/heldout/devil.txt ] && tasks=val,ppl  # carry data/raw/heldout for ppl
         $hylo eval $run --tasks $tasks --json $OUT/sample_${cfg}_eval.json >$OUT/sample_${cfg}_eval.txt 2>&1
         for prompt in "The history of the United States" "Once upon a time"; do
           $hylo generate $run --prompt "$prompt" --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1 2>&1
