@@ -62,10 +62,13 @@ int wait_status(pid_t pid) {
   return status;
 }
 
-// Long enough to be signalled mid-run; evaluations take most of the time, so the signal likely
-// lands in one.
-const std::string kLong = "--set train.steps=2000 --set train.eval_every=10 --set train.eval_batches=60 "
-                          "--set train.log_every=500";
+// Long enough to be signalled mid-run (at step kSignalAt, with 700 steps still to go: about a second in a
+// release build, far more under the sanitizers); evaluations take much of the time, so the signal
+// often lands in one. (2000 steps with 60 eval batches took 191-216 s under ASan.)
+constexpr int64_t kSteps = 800, kSignalAt = 100;
+const std::string kLong = fmt::format("--set train.steps={} --set train.eval_every=10 --set train.eval_batches=30 "
+                                      "--set train.log_every=500",
+                                      kSteps);
 
 }  // namespace
 
@@ -77,7 +80,7 @@ TEST_CASE("SIGUSR1 mid-run: checkpoint of the step under way, exit 75, a live ru
 
   const fs::path run = ws.dir / "run", log = ws.dir / "run.log";
   const pid_t pid = spawn(ws.train("run", kLong), log);
-  wait_for_step(run, 300, log);
+  wait_for_step(run, kSignalAt, log);
   // A second process on the live run directory: refused, naming the holder; nothing of it written.
   const auto second = test::run_command(ws.train("run", kLong + " --resume auto"));
   CHECK(second.exit_code == 1);
@@ -93,14 +96,14 @@ TEST_CASE("SIGUSR1 mid-run: checkpoint of the step under way, exit 75, a live ru
   std::smatch m;
   REQUIRE_MESSAGE(std::regex_search(out, m, std::regex("stopping after step ([0-9]+) on SIGUSR1: ([^;]+); exit 75")), out);
   const int64_t stop = std::stoll(m[1]);
-  CHECK(stop >= 300);
-  CHECK(stop < 2000);
+  CHECK(stop >= kSignalAt);
+  CHECK(stop < kSteps);
   CHECK(m[2] == checkpoint_path(run.string(), stop));
   CHECK(last_step(run) == stop);  // the step it was in finished; none after it began
   CHECK(load_checkpoint(checkpoint_path(run.string(), stop), false).step == stop);
   const RunState state = read_run_state(run.string()).value();
   CHECK((state.state == "preempted" && state.step == stop && state.detail == "SIGUSR1"));
-  CHECK(run_report(run.string(), 2000).status == RunStatus::preempted);
+  CHECK(run_report(run.string(), kSteps).status == RunStatus::preempted);
 
   // Without --resume: refused, every row kept.
   const std::string rows_before = read_file(run / "metrics.jsonl").value();
@@ -114,10 +117,10 @@ TEST_CASE("SIGUSR1 mid-run: checkpoint of the step under way, exit 75, a live ru
   REQUIRE_MESSAGE(resumed.exit_code == 0, resumed.output);
   CHECK(resumed.output.find(fmt::format("step_{}.h5 at step {}", stop, stop)) != std::string::npos);
   const auto a = ws.loss_rows("straight"), b = ws.loss_rows("run");
-  REQUIRE(a.size() == 2000);
+  REQUIRE(a.size() == size_t(kSteps));
   CHECK(a == b);
   CHECK(read_run_state(run.string())->state == "finished");
-  CHECK(run_report(run.string(), 2000).status == RunStatus::finished);
+  CHECK(run_report(run.string(), kSteps).status == RunStatus::finished);
 }
 
 TEST_CASE("a second stop signal ends hylo train at once, by that signal") {
