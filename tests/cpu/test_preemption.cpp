@@ -64,7 +64,7 @@ int wait_status(pid_t pid) {
 
 // Long enough to be signalled mid-run (at step kSignalAt, with 700 steps still to go: about a second in a
 // release build, far more under the sanitizers); evaluations take much of the time, so the signal
-// often lands in one. (2000 steps with 60 eval batches took 191-216 s under ASan.)
+// often lands in one. (2000 steps with 60 eval batches took 191-228 s under ASan.)
 constexpr int64_t kSteps = 800, kSignalAt = 100;
 const std::string kLong = fmt::format("--set train.steps={} --set train.eval_every=10 --set train.eval_batches=30 "
                                       "--set train.log_every=500",

@@ -1,6 +1,6 @@
 // cuBLAS and cuBLASLt, opened at the first GEMM instead of linked.
 //
-// Linking libcublasLt alone costs every process 0.33-0.40 s and ~217 MB of resident memory before
+// Linking libcublasLt alone costs every process 0.31-0.40 s and ~217 MB of resident memory before
 // main (its static initialisers: a program that only prints, linked against it, measured on the dev
 // box), so every hylo command paid it, CPU-only ones included: `data prepare`, `eval --device cpu`,
 // the hundreds of processes the CLI tests start. Opened here on first use, only CUDA GEMMs pay.
