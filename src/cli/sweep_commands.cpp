@@ -66,8 +66,14 @@ void add_report_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "where report.md goes (default: the one SWEEP_DIR; needed for several)");
   CLI::Option* base = cmd->add_option("--baseline", *baseline,
                                       "pair by seed against the point whose values contain this text (default: the first)");
-  cli::run_with(cmd, [o, baseline, base] {
+  auto tune = std::make_shared<std::string>();
+  CLI::Option* tuned = cmd->add_option("--tune", *tune,
+                                       "per group of runs that differ only in this key (e.g. train.lr), its best value "
+                                       "(tuned.json)");
+  cmd->add_option("--by", o->tune_by, "the metric --tune minimises (mean over seeds)")->default_str(o->tune_by);
+  cli::run_with(cmd, [o, baseline, base, tune, tuned] {
     if (base->count() > 0) o->baseline = *baseline;
+    if (tuned->count() > 0) o->tune = *tune;
     return run_report(*o);
   });
 }

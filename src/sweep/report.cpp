@@ -241,6 +241,88 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
          paired;
 }
 
+// The value of `tune` that gives the lowest `by` in each group of finished runs that differ only in
+// `tune` (and the seed: a value's score is its mean over the seeds that ran it), as a table and as
+// data (`tuned_out`). A best value at either end of the values tried is flagged: the optimum may lie
+// beyond the grid, which then needs widening before the value is used at another scale.
+std::string tune_summary(const std::vector<ReportRow>& rows, const std::vector<std::string>& keys,
+                         const std::string& tune, const std::string& by, nlohmann::ordered_json& tuned_out) {
+  HYLO_CHECK(std::find(keys.begin(), keys.end(), tune) != keys.end(),
+             "report: --tune '{}': the runs do not differ in it (they differ in: {})", tune, fmt::join(keys, ", "));
+  std::vector<std::string> group_keys;
+  std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys),
+               [&](const std::string& k) { return k != tune && k != "train.seed"; });
+  auto number = [&](const std::string& text) {
+    char* end = nullptr;
+    const double x = std::strtod(text.c_str(), &end);
+    HYLO_CHECK(end != text.c_str() && *end == '\0', "report: --tune '{}': value '{}' is not a number", tune, text);
+    return x;
+  };
+  struct Group {
+    std::vector<std::string> values;                         // the group's key values, in group_keys order
+    std::map<double, std::pair<std::string, std::vector<double>>> scores;  // tune value -> (as written, `by` per seed)
+  };
+  std::vector<Group> groups;  // first-seen order
+  for (const ReportRow& row : rows) {
+    if (row.run.status != RunStatus::finished || !row.overrides.count(tune)) continue;
+    Group g;
+    for (const std::string& k : group_keys) g.values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.values == g.values; });
+    if (it == groups.end()) it = groups.insert(groups.end(), std::move(g));
+    const std::string& text = row.overrides.at(tune);
+    const double x = number(text);
+    auto& [written, scores] = it->scores[x];
+    written = text;
+    if (auto v = row.values.find(by); v != row.values.end() && std::isfinite(v->second)) scores.push_back(v->second);
+  }
+  HYLO_CHECK(!groups.empty(), "report: --tune '{}': no finished run sets it", tune);
+  std::map<double, std::string> column_names;
+  for (const Group& g : groups)
+    for (const auto& [x, score] : g.scores) column_names.emplace(x, score.first);
+  std::string table = "|", rule = "|";
+  for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
+  table += fmt::format(" best {} | {} |", tune, by), rule += "---|---|";
+  for (const auto& [x, name] : column_names) table += fmt::format(" {} = {} |", by, name), rule += "---|";
+  table += "\n" + rule + "\n";
+  tuned_out = {{"key", tune}, {"by", by}, {"groups", nlohmann::ordered_json::array()}};
+  for (const Group& g : groups) {
+    std::optional<double> best;
+    double best_score = 0;
+    nlohmann::ordered_json scores = nlohmann::ordered_json::object();
+    for (const auto& [x, score] : g.scores) {
+      if (score.second.empty()) continue;  // finished without a value of `by` (e.g. a diverged run's NaN)
+      const double mean = mean_sd(score.second).first;
+      scores[score.first] = mean;
+      if (!best || mean < best_score) best = x, best_score = mean;
+    }
+    std::string line = "|";
+    for (const std::string& v : g.values) line += " " + v + " |";
+    if (!best) {
+      line += " - | - |";
+    } else {
+      const std::string& written = g.scores.at(*best).first;
+      const bool edge = g.scores.size() > 1 && (*best == g.scores.begin()->first || *best == g.scores.rbegin()->first);
+      line += fmt::format(" {}{} | {} |", written, edge ? " (edge of the grid)" : "", format_value(best_score));
+      tuned_out["groups"].push_back({{"label", fmt::format("{}", fmt::join(g.values, ", "))},
+                                     {"best", written},
+                                     {by, best_score},
+                                     {"edge", edge},
+                                     {"scores", scores}});
+    }
+    for (const auto& [x, name] : column_names) {
+      const auto it = g.scores.find(x);
+      line += it == g.scores.end() || it->second.second.empty()
+                  ? std::string(" - |")
+                  : fmt::format(" {} |", format_value(mean_sd(it->second.second).first));
+    }
+    table += line + "\n";
+  }
+  HYLO_CHECK(!tuned_out["groups"].empty(), "report: --by '{}': no finished run has a value of it", by);
+  return fmt::format("\nTuned {0} (the lowest {1} of the values tried, per group of runs that differ only in {0}; "
+                     "a value's {1} is its mean over seeds):\n\n{2}",
+                     tune, by, table);
+}
+
 // The rows of one sweep directory: its sweep.json's points in order (their override keys appended
 // to `keys`, its metrics to `metrics`), or else every subdirectory with a metrics.jsonl, by name.
 // Row names are the point names, after `prefix`. Returns what the sweep's runs share apart from
@@ -406,7 +488,9 @@ int run_report(const ReportOptions& options) {
   for (const auto& [distance, key] : by_distance) metric_columns.push_back(key);
   nlohmann::ordered_json paired;
   const std::string over_seeds = seed_summary(rows, keys, metric_columns, baseline, paired);
-  fmt::print("{}{}", table, over_seeds);
+  nlohmann::ordered_json tuned;
+  const std::string tuned_table = options.tune ? tune_summary(rows, keys, *options.tune, options.tune_by, tuned) : "";
+  fmt::print("{}{}{}", table, over_seeds, tuned_table);
   fs::create_directories(dir);  // once every check has passed: a refused report leaves nothing
 
   // Each plot: scripts/<script> under /usr/bin/python3 with matplotlib into dir/<png>; the report's
@@ -431,6 +515,7 @@ int run_report(const ReportOptions& options) {
   for (const fs::path& d : dirs)
     title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
   std::vector<std::string> paired_inputs;  // the differences paired by seed, as paired.json
+  if (!tuned.is_null()) write_file_atomic((dir / "tuned.json").string(), tuned.dump(1) + "\n");
   if (!paired.is_null()) {
     write_file_atomic((dir / "paired.json").string(), paired.dump(1) + "\n");
     paired_inputs.push_back((dir / "paired.json").string());
@@ -440,8 +525,8 @@ int run_report(const ReportOptions& options) {
       plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance") +
       plot("plot_paired.py", paired_inputs, "paired.png", "differences from the first group, paired by seed");
   write_file_atomic((dir / "report.md").string(),
-                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}", title, table, over_seeds,
-                                plots));
+                    fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}{}", title, table, over_seeds,
+                                tuned_table, plots));
   fmt::print("wrote {}\n", (dir / "report.md").string());
   return 0;
 }

@@ -1,6 +1,7 @@
 // `hylo report DIR [DIR...]` (SPEC §7): the final metrics of a sweep's runs as a markdown table
 // (report.md), their spread over seeds and differences paired by seed where train.seed varies,
-// and plots (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep (or
+// the best value of a tuned key (--tune, e.g. the learning rate) per group of runs, and plots
+// (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep (or
 // of sweeps with the same base and settings), e.g. launched once per seed, pool into one report.
 #pragma once
 #include <optional>
@@ -13,6 +14,8 @@ struct ReportOptions {
   std::vector<std::string> dirs;  // sweep directories, or directories of run dirs
   std::string out;                // where report.md goes; empty: the one directory (required for several)
   std::optional<std::string> baseline;  // pair against the point whose values contain this text
+  std::optional<std::string> tune;      // a key the runs vary (e.g. train.lr): its best value per group
+  std::string tune_by = "val_loss";     // ... by the lowest of this metric (tuned.json)
 };
 
 int run_report(const ReportOptions& options);

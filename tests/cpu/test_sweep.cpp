@@ -338,6 +338,57 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   }
 }
 
+TEST_CASE("report --tune gives each group's best value of a key, by the mean over seeds, and flags the grid's edge") {
+  SweepWorkspace ws("tune");
+  const std::string path = ws.sweep("t.yaml", "name: t\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
+                                              "set: {model.local.window: 8}\n"
+                                              "grid: {train.lr: [1.0e-4, 3.0e-3, 0.3], train.seed: [1, 2]}\n");
+  ws.succeeds("sweep " + path + " --local --out out");
+  const fs::path dir = ws.dir / "out/t";
+  ws.succeeds("report out/t --tune train.lr");
+  const std::string md = read_file(dir / "report.md").value();
+  CHECK(md.find("| model.local.kind | best train.lr | val_loss | val_loss = 1.0e-4 | val_loss = 3.0e-3 | val_loss = 0.3 |") !=
+        std::string::npos);
+  const nlohmann::json tuned = nlohmann::json::parse(read_file(dir / "tuned.json").value());
+  CHECK(tuned["key"] == "train.lr");
+  CHECK(tuned["by"] == "val_loss");
+  REQUIRE(tuned["groups"].size() == 2);
+  const std::vector<std::string> lrs{"1.0e-4", "3.0e-3", "0.3"};
+  for (size_t g = 0; g < 2; ++g) {
+    const std::string kind = g == 0 ? "pbb" : "swa";
+    CAPTURE(kind);
+    // Points run kind-major, then lr, then seed: 6 per kind.
+    std::string best;
+    double best_mean = 0;
+    for (size_t l = 0; l < lrs.size(); ++l) {
+      double mean = 0;
+      for (size_t s = 0; s < 2; ++s) {
+        const size_t i = g * 6 + l * 2 + s;
+        const std::string run = fmt::format("{:02d}_kind-{}_lr-{}_seed-{}", i, kind, lrs[l], s + 1);
+        const std::string v = last_metric(dir / run, "val_loss");
+        REQUIRE_MESSAGE(!v.empty(), run);
+        mean += std::stod(v) / 2;
+      }
+      CHECK(tuned["groups"][g]["scores"][lrs[l]].get<double>() == doctest::Approx(mean).epsilon(1e-3));
+      if (best.empty() || mean < best_mean) best = lrs[l], best_mean = mean;
+    }
+    CHECK(tuned["groups"][g]["label"] == kind);
+    CHECK(tuned["groups"][g]["best"] == best);
+    CHECK(tuned["groups"][g]["edge"] == (best != "3.0e-3"));
+    CHECK(md.find(fmt::format("| {} | {}{} |", kind, best, best != "3.0e-3" ? " (edge of the grid)" : "")) !=
+          std::string::npos);
+  }
+  // A key the runs do not vary, or a metric none has: one line naming it, and no report written over.
+  for (const auto& [args, message] :
+       {std::pair{"--tune train.warmup_steps", "report: --tune 'train.warmup_steps': the runs do not differ in it"},
+        std::pair{"--tune train.lr --by retrieval_acc", "report: --by 'retrieval_acc': no finished run has a value of it"}}) {
+    const auto bad = ws.run(std::string("report out/t ") + args);
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.output.find(message) != std::string::npos);
+    CHECK(read_file(dir / "report.md").value() == md);
+  }
+}
+
 TEST_CASE("report combines one sweep run once per seed into several directories, seeds read from the runs") {
   SweepWorkspace ws("per_seed");
   const std::string path = ws.sweep("p.yaml", "name: p\npoints: [{model.local.kind: pbb}, {model.local.kind: swa}]\n"
