@@ -515,7 +515,11 @@ int run_report(const ReportOptions& options) {
   for (const fs::path& d : dirs)
     title += (title.empty() ? "" : ", ") + (dirs.size() > 1 ? d.string() : d.filename().string());
   std::vector<std::string> paired_inputs;  // the differences paired by seed, as paired.json
-  if (!tuned.is_null()) write_file_atomic((dir / "tuned.json").string(), tuned.dump(1) + "\n");
+  std::vector<std::string> tuned_inputs;  // the best value per group, as tuned.json
+  if (!tuned.is_null()) {
+    write_file_atomic((dir / "tuned.json").string(), tuned.dump(1) + "\n");
+    tuned_inputs.push_back((dir / "tuned.json").string());
+  }
   if (!paired.is_null()) {
     write_file_atomic((dir / "paired.json").string(), paired.dump(1) + "\n");
     paired_inputs.push_back((dir / "paired.json").string());
@@ -523,7 +527,8 @@ int run_report(const ReportOptions& options) {
   const std::string plots =
       plot("plot_loss.py", run_dirs, "loss.png", "loss curves") +
       plot("plot_retrieval.py", retrieval_reports, "retrieval.png", "retrieval by distance") +
-      plot("plot_paired.py", paired_inputs, "paired.png", "differences from the first group, paired by seed");
+      plot("plot_paired.py", paired_inputs, "paired.png", "differences from the first group, paired by seed") +
+      plot("plot_tune.py", tuned_inputs, "tune.png", "the metric against the tuned key, per group");
   write_file_atomic((dir / "report.md").string(),
                     fmt::format("# Sweep {}\n\nLast value of each metric per run.\n\n{}{}{}{}", title, table, over_seeds,
                                 tuned_table, plots));

@@ -1,7 +1,7 @@
 // `hylo report DIR [DIR...]` (SPEC §7): the final metrics of a sweep's runs as a markdown table
 // (report.md), their spread over seeds and differences paired by seed where train.seed varies,
 // the best value of a tuned key (--tune, e.g. the learning rate) per group of runs, and plots
-// (loss.png, retrieval.png) by scripts/plot_*.py. Several directories of one sweep (or
+// (loss.png, retrieval.png, paired.png, tune.png) by scripts/plot_*.py. Several directories of one sweep (or
 // of sweeps with the same base and settings), e.g. launched once per seed, pool into one report.
 #pragma once
 #include <optional>

@@ -378,6 +378,10 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
     CHECK(md.find(fmt::format("| {} | {}{} |", kind, best, best != "3.0e-3" ? " (edge of the grid)" : "")) !=
           std::string::npos);
   }
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
+    CHECK(fs::exists(dir / "tune.png"));
+    CHECK(md.find("![the metric against the tuned key, per group](tune.png)") != std::string::npos);
+  }
   // A key the runs do not vary, or a metric none has: one line naming it, and no report written over.
   for (const auto& [args, message] :
        {std::pair{"--tune train.warmup_steps", "report: --tune 'train.warmup_steps': the runs do not differ in it"},
