@@ -131,6 +131,40 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
   return {mean, v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0};
 }
 
+// The finished runs (whose values are final), grouped by their values of `group_keys` (a key a run
+// does not set reads as ""), groups in first-seen order: what both summaries below compare.
+struct RunGroup {
+  std::vector<std::string> values;  // in group_keys order
+  std::vector<const ReportRow*> runs;
+  std::string cells() const {  // the group's table cells, " a | b |"
+    std::string out;
+    for (const std::string& v : values) out += " " + v + " |";
+    return out;
+  }
+  std::string name() const { return fmt::format("{}", fmt::join(values, ", ")); }
+};
+std::vector<RunGroup> group_finished_runs(const std::vector<ReportRow>& rows, const std::vector<std::string>& group_keys) {
+  std::vector<RunGroup> groups;
+  for (const ReportRow& row : rows) {
+    if (row.values.empty() || row.run.status != RunStatus::finished) continue;
+    std::vector<std::string> values;
+    for (const std::string& k : group_keys) values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const RunGroup& g) { return g.values == values; });
+    if (it == groups.end()) it = groups.insert(groups.end(), RunGroup{std::move(values), {}});
+    it->runs.push_back(&row);
+  }
+  return groups;
+}
+
+// `keys` without `left_out`.
+std::vector<std::string> keys_except(const std::vector<std::string>& keys, std::initializer_list<std::string_view> left_out) {
+  std::vector<std::string> kept;
+  std::copy_if(keys.begin(), keys.end(), std::back_inserter(kept), [&](const std::string& k) {
+    return std::find(left_out.begin(), left_out.end(), k) == left_out.end();
+  });
+  return kept;
+}
+
 // Runs that differ only in train.seed, grouped (keys in `keys` order, the seed left out), in two
 // tables:
 // - per group, how many seeds finished, and the mean and standard deviation of each of `columns`;
@@ -151,28 +185,15 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
                *baseline);
     return "";
   }
-  std::vector<std::string> group_keys;
-  std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys), [&](const std::string& k) { return k != seed; });
-  std::vector<std::pair<std::string, std::vector<const ReportRow*>>> groups;  // first-seen order
-  std::map<std::string, std::string> names;  // a group's table cells " a | b |" -> its name "a, b" (paired.json)
-  for (const ReportRow& row : rows) {
-    if (row.values.empty() || row.run.status != RunStatus::finished) continue;  // its values are not final
-    std::vector<std::string> values;
-    for (const std::string& k : group_keys) values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
-    std::string label;
-    for (const std::string& v : values) label += " " + v + " |";
-    names.emplace(label, fmt::format("{}", fmt::join(values, ", ")));
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == label; });
-    if (it == groups.end()) it = groups.insert(groups.end(), {label, {}});
-    it->second.push_back(&row);
-  }
+  const std::vector<std::string> group_keys = keys_except(keys, {seed});
+  std::vector<RunGroup> groups = group_finished_runs(rows, group_keys);
   if (baseline) {  // the group the others are paired against goes first
     std::vector<std::string> labels;
     auto chosen = groups.end();
     int matches = 0;
     for (auto g = groups.begin(); g != groups.end(); ++g) {
-      labels.push_back(fmt::format("'{}'", g->first));
-      if (g->first.find(*baseline) != std::string::npos) chosen = g, ++matches;
+      labels.push_back(fmt::format("'{}'", g->cells()));
+      if (g->cells().find(*baseline) != std::string::npos) chosen = g, ++matches;
     }
     HYLO_CHECK(matches == 1, "report: --baseline '{}' matches {} of the points ({}); it must name one", *baseline,
                matches, fmt::join(labels, ", "));
@@ -198,11 +219,11 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
   };
 
   std::string spread = header("seeds", " (mean ± sd)");
-  for (const auto& [label, members] : groups) {
-    spread += "|" + label + fmt::format(" {} |", members.size());
+  for (const RunGroup& group : groups) {
+    spread += "|" + group.cells() + fmt::format(" {} |", group.runs.size());
     for (const std::string& c : columns) {
       std::vector<double> v;
-      for (const ReportRow* row : members)
+      for (const ReportRow* row : group.runs)
         if (auto x = value(*row, c)) v.push_back(*x);
       spread += cell(v, false);
     }
@@ -212,17 +233,17 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
   if (groups.size() < 2) return out;
 
   std::string paired = header("pairs", " − first (mean ± se)");
-  const auto& first = groups.front().second;
-  paired_out = {{"baseline", names.at(groups.front().first)}, {"groups", nlohmann::ordered_json::array()}};
+  const auto& first = groups.front().runs;
+  paired_out = {{"baseline", groups.front().name()}, {"groups", nlohmann::ordered_json::array()}};
   for (size_t g = 1; g < groups.size(); ++g) {
     std::vector<std::pair<const ReportRow*, const ReportRow*>> pairs;  // (this group's, the first's), same seed
-    for (const ReportRow* row : groups[g].second)
+    for (const ReportRow* row : groups[g].runs)
       for (const ReportRow* base : first)
         if (base->overrides.count(seed) && row->overrides.count(seed) &&
             base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
-    paired += "|" + groups[g].first + fmt::format(" {} |", pairs.size());
-    nlohmann::ordered_json group{{"label", names.at(groups[g].first)}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
+    paired += "|" + groups[g].cells() + fmt::format(" {} |", pairs.size());
+    nlohmann::ordered_json group{{"label", groups[g].name()}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
     for (const std::string& c : columns) {
       std::vector<double> d;
       for (const auto& [row, base] : pairs)
@@ -249,71 +270,69 @@ std::string tune_summary(const std::vector<ReportRow>& rows, const std::vector<s
                          const std::string& tune, const std::string& by, nlohmann::ordered_json& tuned_out) {
   HYLO_CHECK(std::find(keys.begin(), keys.end(), tune) != keys.end(),
              "report: --tune '{}': the runs do not differ in it (they differ in: {})", tune, fmt::join(keys, ", "));
-  std::vector<std::string> group_keys;
-  std::copy_if(keys.begin(), keys.end(), std::back_inserter(group_keys),
-               [&](const std::string& k) { return k != tune && k != "train.seed"; });
-  auto number = [&](const std::string& text) {
-    char* end = nullptr;
-    const double x = std::strtod(text.c_str(), &end);
-    HYLO_CHECK(end != text.c_str() && *end == '\0', "report: --tune '{}': value '{}' is not a number", tune, text);
-    return x;
+  // One value of `tune` in a group: as written in the sweep, and its mean `by` over the seeds with a
+  // finite one (none: every run of it diverged; it was tried, but cannot be best).
+  struct Tried {
+    std::string written;
+    std::optional<double> mean;
   };
-  struct Group {
-    std::vector<std::string> values;                         // the group's key values, in group_keys order
-    std::map<double, std::pair<std::string, std::vector<double>>> scores;  // tune value -> (as written, `by` per seed)
+  auto tried_values = [&](const RunGroup& group) {
+    std::map<double, std::pair<std::string, std::vector<double>>> by_value;  // numeric order: the grid's ends
+    for (const ReportRow* run : group.runs) {
+      const auto set = run->overrides.find(tune);
+      if (set == run->overrides.end()) continue;
+      char* end = nullptr;
+      const double x = std::strtod(set->second.c_str(), &end);
+      HYLO_CHECK(end != set->second.c_str() && *end == '\0', "report: --tune '{}': value '{}' is not a number", tune,
+                 set->second);
+      auto& [written, scores] = by_value[x];
+      written = set->second;
+      if (auto v = run->values.find(by); v != run->values.end() && std::isfinite(v->second)) scores.push_back(v->second);
+    }
+    std::map<double, Tried> tried;
+    for (const auto& [x, value] : by_value)
+      tried[x] = {value.first, value.second.empty() ? std::nullopt : std::optional(mean_sd(value.second).first)};
+    return tried;
   };
-  std::vector<Group> groups;  // first-seen order
-  for (const ReportRow& row : rows) {
-    if (row.run.status != RunStatus::finished || !row.overrides.count(tune)) continue;
-    Group g;
-    for (const std::string& k : group_keys) g.values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
-    auto it = std::find_if(groups.begin(), groups.end(), [&](const Group& x) { return x.values == g.values; });
-    if (it == groups.end()) it = groups.insert(groups.end(), std::move(g));
-    const std::string& text = row.overrides.at(tune);
-    const double x = number(text);
-    auto& [written, scores] = it->scores[x];
-    written = text;
-    if (auto v = row.values.find(by); v != row.values.end() && std::isfinite(v->second)) scores.push_back(v->second);
+  const std::vector<std::string> group_keys = keys_except(keys, {tune, "train.seed"});
+  std::vector<std::pair<RunGroup, std::map<double, Tried>>> groups;
+  std::map<double, std::string> columns;  // every value any group tried
+  for (RunGroup& group : group_finished_runs(rows, group_keys)) {
+    std::map<double, Tried> tried = tried_values(group);
+    for (const auto& [x, t] : tried) columns.emplace(x, t.written);
+    if (!tried.empty()) groups.emplace_back(std::move(group), std::move(tried));
   }
   HYLO_CHECK(!groups.empty(), "report: --tune '{}': no finished run sets it", tune);
-  std::map<double, std::string> column_names;
-  for (const Group& g : groups)
-    for (const auto& [x, score] : g.scores) column_names.emplace(x, score.first);
   std::string table = "|", rule = "|";
   for (const std::string& k : group_keys) table += " " + k + " |", rule += "---|";
   table += fmt::format(" best {} | {} |", tune, by), rule += "---|---|";
-  for (const auto& [x, name] : column_names) table += fmt::format(" {} = {} |", by, name), rule += "---|";
+  for (const auto& [x, written] : columns) table += fmt::format(" {} = {} |", by, written), rule += "---|";
   table += "\n" + rule + "\n";
   tuned_out = {{"key", tune}, {"by", by}, {"groups", nlohmann::ordered_json::array()}};
-  for (const Group& g : groups) {
-    std::optional<double> best;
-    double best_score = 0;
+  for (const auto& [group, tried] : groups) {
+    auto best = tried.end();
     nlohmann::ordered_json scores = nlohmann::ordered_json::object();
-    for (const auto& [x, score] : g.scores) {
-      if (score.second.empty()) continue;  // finished without a value of `by` (e.g. a diverged run's NaN)
-      const double mean = mean_sd(score.second).first;
-      scores[score.first] = mean;
-      if (!best || mean < best_score) best = x, best_score = mean;
+    for (auto t = tried.begin(); t != tried.end(); ++t) {
+      if (!t->second.mean) continue;
+      scores[t->second.written] = *t->second.mean;
+      if (best == tried.end() || *t->second.mean < *best->second.mean) best = t;
     }
-    std::string line = "|";
-    for (const std::string& v : g.values) line += " " + v + " |";
-    if (!best) {
+    std::string line = "|" + group.cells();
+    if (best == tried.end()) {
       line += " - | - |";
     } else {
-      const std::string& written = g.scores.at(*best).first;
-      const bool edge = g.scores.size() > 1 && (*best == g.scores.begin()->first || *best == g.scores.rbegin()->first);
-      line += fmt::format(" {}{} | {} |", written, edge ? " (edge of the grid)" : "", format_value(best_score));
-      tuned_out["groups"].push_back({{"label", fmt::format("{}", fmt::join(g.values, ", "))},
-                                     {"best", written},
-                                     {by, best_score},
+      const bool edge = tried.size() > 1 && (best == tried.begin() || std::next(best) == tried.end());
+      line += fmt::format(" {}{} | {} |", best->second.written, edge ? " (edge of the grid)" : "",
+                          format_value(*best->second.mean));
+      tuned_out["groups"].push_back({{"label", group.name()},
+                                     {"best", best->second.written},
+                                     {by, *best->second.mean},
                                      {"edge", edge},
                                      {"scores", scores}});
     }
-    for (const auto& [x, name] : column_names) {
-      const auto it = g.scores.find(x);
-      line += it == g.scores.end() || it->second.second.empty()
-                  ? std::string(" - |")
-                  : fmt::format(" {} |", format_value(mean_sd(it->second.second).first));
+    for (const auto& [x, written] : columns) {
+      const auto t = tried.find(x);
+      line += t == tried.end() || !t->second.mean ? std::string(" - |") : fmt::format(" {} |", format_value(*t->second.mean));
     }
     table += line + "\n";
   }
