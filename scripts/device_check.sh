@@ -78,8 +78,9 @@
 #   ncu_mem  Nsight Compute DRAM and L2 counters of the forward and both backward kernels for swa(512)
 #           and pbb(512,128) at hd 64/128, T 4096/16384 (scripts/ncu_mem_table.py): how close each
 #           runs to the memory system's limits
-#   decode  hylo bench decode, batch 16/64, hd 64/128, b = W = 512, bridge $DECODE_BRIDGE (default
-#           128): MHA (H 16), then GQA (Hkv 4)
+#   decode  hylo bench decode, batch 16/64, hd 64/128, b = 512, bridge $DECODE_BRIDGE (default
+#           128), W = $DECODE_WINDOW (default 512 = b; 1024 = 2b is the window PBB(512)'s reach
+#           matches, the paper's "half the local KV cache"): MHA (H 16), then GQA (Hkv 4)
 #   torch_decode  the PyTorch peer's decode (best of SDPA backends and matmul per cache) on the
 #           same shapes
 #   generate  whole-model greedy decoding: hylo bench generate on 205m-{pbb,swa,full} (random
@@ -549,12 +550,13 @@ print("wall_s %.2f aggregate MB/s %.1f" % (wall, int(sys.argv[2]) * int(sys.argv
       done; done; done
       python3 scripts/ncu_mem_table.py "$OUT"/ncu_mem_*.csv --json "$OUT/ncu_mem.json" | tee -a "$summary" ;;
     decode)
-      bridge=${DECODE_BRIDGE:-128}
-      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window 512 \
-        --json "$OUT/bench_decode_bridge$bridge.json" 2>&1 | tail -8 | tee -a "$summary"
+      bridge=${DECODE_BRIDGE:-128} window=${DECODE_WINDOW:-512}
+      tag=bridge$bridge && [ "$window" = 512 ] || tag=bridge${bridge}_window$window
+      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window "$window" \
+        --json "$OUT/bench_decode_$tag.json" 2>&1 | tail -8 | tee -a "$summary"
       echo "GQA, Hkv 4:" | tee -a "$summary"
-      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window 512 --Hkv 4 \
-        --json "$OUT/bench_decode_gqa_bridge$bridge.json" 2>&1 | tail -6 | tee -a "$summary" ;;
+      $hylo bench decode --batch 16,64 --hd 64,128 --block 512 --bridge "$bridge" --window "$window" --Hkv 4 \
+        --json "$OUT/bench_decode_gqa_$tag.json" 2>&1 | tail -6 | tee -a "$summary" ;;
     torch_decode)
       OUT="$OUT/torch_decode" python3 "$peer" decode 2>&1 | tail -12 | tee -a "$summary" ;;
     generate)
