@@ -141,7 +141,11 @@ struct RunGroup {
     for (const std::string& v : values) out += " " + v + " |";
     return out;
   }
-  std::string name() const { return fmt::format("{}", fmt::join(values, ", ")); }
+  std::string name() const {  // the values a run sets, for a legend: "pbb, G"
+    std::vector<std::string> set;
+    std::copy_if(values.begin(), values.end(), std::back_inserter(set), [](const std::string& v) { return !v.empty(); });
+    return fmt::format("{}", fmt::join(set, ", "));
+  }
 };
 std::vector<RunGroup> group_finished_runs(const std::vector<ReportRow>& rows, const std::vector<std::string>& group_keys) {
   std::vector<RunGroup> groups;
@@ -377,6 +381,7 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
       if (key != "train.seed") set[key] = value.get<std::string>();
     for (const auto& [k, v] : set) what += fmt::format(" {}={}", k, v);
     for (const json& m : sweep.value("metrics", json::array())) add_once(metrics, m.get<std::string>());
+    const auto set_seed = sweep_set.find("train.seed");
     for (const json& p : sweep.at("points")) {
       // The sweep dir may have been moved or copied off the cluster: look next to sweep.json.
       ReportRow row;
@@ -389,6 +394,9 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
         add_once(keys, key);
         row.overrides[key] = value.get<std::string>();
       }
+      // A point not started yet has no config.yaml to read its seed from: the sweep's is its own.
+      if (set_seed != sweep_set.end() && !row.overrides.count("train.seed"))
+        row.overrides["train.seed"] = set_seed->get<std::string>();
       rows.push_back(std::move(row));
     }
     return what;
@@ -420,6 +428,31 @@ void read_run_seeds(std::vector<ReportRow>& rows, std::vector<std::string>& keys
   if (seen.size() > 1 && std::find(keys.begin(), keys.end(), seed) == keys.end()) keys.push_back(seed);
 }
 
+// Directories of one sweep run in parts (`hylo sweep --only`, one device call each) list every point,
+// most of them never started there: each point appears once, from the directory that ran it, and a
+// point that none started once, as pending. A started point is never dropped (the same point and seed
+// started twice is refused below). A point's seed is known when it ran, or it or its sweep set one;
+// else it is the base config's, which every pooled directory shares (so it matches any).
+void drop_unstarted_copies(std::vector<ReportRow>& rows) {
+  const auto seed_of = [](const ReportRow& row) {
+    const auto it = row.overrides.find("train.seed");
+    return it == row.overrides.end() ? std::string() : it->second;
+  };
+  const auto started = [](const ReportRow& row) { return fs::exists(row.run_dir / "metrics.jsonl"); };
+  const auto same_point = [&](const ReportRow& a, const ReportRow& b) {
+    return a.run_dir.filename() == b.run_dir.filename() &&
+           (seed_of(a).empty() || seed_of(b).empty() || seed_of(a) == seed_of(b));
+  };
+  std::vector<ReportRow> kept;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    bool shown_elsewhere = false;  // by a copy that started, or by an earlier one that did not either
+    for (size_t j = 0; j < rows.size() && !started(rows[i]) && !shown_elsewhere; ++j)
+      shown_elsewhere = j != i && same_point(rows[i], rows[j]) && (started(rows[j]) || j < i);
+    if (!shown_elsewhere) kept.push_back(rows[i]);
+  }
+  rows = std::move(kept);
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& options) {
@@ -448,6 +481,7 @@ int run_report(const ReportOptions& options) {
   HYLO_CHECK(!rows.empty(), "report: {} holds no sweep.json and no run dirs with metrics.jsonl", dirs.front().string());
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
   read_run_seeds(rows, keys);
+  if (dirs.size() > 1) drop_unstarted_copies(rows);
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   std::map<std::string, std::string> labelled;           // plot label -> the row that has it
   for (ReportRow& row : rows) {

@@ -2,7 +2,8 @@
 // (report.md), their spread over seeds and differences paired by seed where train.seed varies,
 // the best value of a tuned key (--tune, e.g. the learning rate) per group of runs, and plots
 // (loss.png, retrieval.png, paired.png, tune.png) by scripts/plot_*.py. Several directories of one sweep (or
-// of sweeps with the same base and settings), e.g. launched once per seed, pool into one report.
+// of sweeps with the same base and settings), e.g. launched once per seed or run in parts (--only),
+// pool into one report, each point once.
 #pragma once
 #include <optional>
 #include <string>

@@ -484,6 +484,34 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK_FALSE(fs::exists(ws.dir / "dup"));
 }
 
+TEST_CASE("report pools one sweep run in parts, one directory a call: each point once, from where it ran") {
+  SweepWorkspace ws("parts");
+  const std::string path = ws.sweep("l.yaml", "name: l\ngrid: {train.lr: [0.001, 0.003, 0.01]}\n");
+  ws.succeeds("sweep " + path + " --local --only 0 --out a");
+  ws.succeeds("sweep " + path + " --local --only 1 --out b");
+  REQUIRE_FALSE(fs::exists(ws.dir / "a/l/01_lr-0.003"));
+  REQUIRE_FALSE(fs::exists(ws.dir / "b/l/00_lr-0.001"));
+  ws.succeeds("report a/l b/l --out pooled --tune train.lr");
+  const std::string md = read_file(ws.dir / "pooled/report.md").value();
+  CAPTURE(md);
+  // Each directory lists all three points; the pooled table has each once: 00 from a, 01 from b,
+  // and 02, which neither ran, once (from the first directory) as pending.
+  for (const char* row : {"| a/l/00_lr-0.001 | 0.001 | 5 |", "| b/l/01_lr-0.003 | 0.003 | 5 |",
+                          "| a/l/02_lr-0.01 | 0.01 | - (pending) |"})
+    CHECK(md.find(row) != std::string::npos);
+  for (const char* row : {"| b/l/00_lr-0.001 |", "| a/l/01_lr-0.003 |", "| b/l/02_lr-0.01 |"})
+    CHECK(md.find(row) == std::string::npos);
+  CHECK(md.find("left out of any summary over seeds: a/l/02_lr-0.01 (pending)\n") != std::string::npos);
+  // The two values tried, each from its own directory's run.
+  const nlohmann::json tuned = nlohmann::json::parse(read_file(ws.dir / "pooled/tuned.json").value());
+  CAPTURE(tuned.dump());
+  REQUIRE(tuned.at("groups").size() == 1);
+  const nlohmann::json& scores = tuned.at("groups").at(0).at("scores");
+  REQUIRE(scores.size() == 2);
+  CHECK(fmt::format("{:.4f}", scores.at("0.001").get<double>()) == last_metric(ws.dir / "a/l/00_lr-0.001", "val_loss"));
+  CHECK(fmt::format("{:.4f}", scores.at("0.003").get<double>()) == last_metric(ws.dir / "b/l/01_lr-0.003", "val_loss"));
+}
+
 TEST_CASE("sweep --slurm writes an array job of the unfinished points, its resources from the resolved config, and runs nothing") {
   SweepWorkspace ws("slurm");
   const std::string path = ws.sweep("s.yaml", "name: s\npoints: [{model.local: {kind: swa, window: 8}}]\n"
