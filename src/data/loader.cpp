@@ -110,6 +110,13 @@ size_t DataLoader::dataset_of_row(uint64_t batch_index, int row) const {
   return datasets_.size() - 1;
 }
 
+std::vector<uint64_t> DataLoader::rows_per_dataset(uint64_t batches) const {
+  std::vector<uint64_t> rows(datasets_.size(), 0);
+  for (uint64_t k = 0; k < batches; ++k)
+    for (int b = 0; b < batch_size_; ++b) ++rows[dataset_of_row(k, b)];
+  return rows;
+}
+
 std::vector<SpanPlacement> DataLoader::source_spans(uint64_t batch_index, int row) const {
   if (retrieval_mix_ == 0) return {};
   const uint64_t row_index = batch_index * uint64_t(batch_size_) + uint64_t(row);

@@ -67,6 +67,8 @@ class DataLoader {
 
   // The dataset row `row` of batch `batch_index` reads.
   size_t dataset_of_row(uint64_t batch_index, int row) const;
+  // Rows of batches [0, batches) per dataset: the mixture this rank's run will realize.
+  std::vector<uint64_t> rows_per_dataset(uint64_t batches) const;
 
   uint64_t vocab_size() const { return vocab_size_; }  // the largest of the datasets'
   size_t dataset_count() const { return datasets_.size(); }

@@ -59,6 +59,7 @@ class Trainer {
     if (watchdog_) watchdog_->beat(doing);
   }
   void say(const std::string& line) const;  // rank 0's log and console; other ranks stay quiet
+  std::string mixture_line(const TrainConfig& t) const;  // data.mix: the run's realized shares, the weights'
   bool leader() const { return layout_->leader(); }
 
   Config config_;
@@ -162,6 +163,25 @@ Trainer::Trainer(const TrainOptions& options) {
                     fmt::join(superseded, ", "), run_dir_, start_step_));
 }
 
+std::string Trainer::mixture_line(const TrainConfig& t) const {
+  // What the whole run will read on this rank (rank 0 speaks), next to what the weights ask: the
+  // loader's choice of dataset is a function of the row's index, so this is known before step 1.
+  const uint64_t batches = uint64_t(t.steps) * uint64_t(split_.accumulation);
+  const std::vector<uint64_t> rows = loader_->rows_per_dataset(batches);
+  const uint64_t total = batches * uint64_t(split_.micro_batch);
+  double weights = 0;
+  for (const MixEntry& entry : config_.data.mix) weights += entry.weight;
+  std::vector<std::string> parts;
+  for (size_t d = 0; d < rows.size(); ++d) {
+    const MixEntry& entry = config_.data.mix[d];
+    parts.push_back(fmt::format("{} {:.2f}% (weight {:g}: {:.2f}%; {} file{})", entry.path,
+                                100.0 * double(rows[d]) / double(std::max<uint64_t>(total, 1)), entry.weight,
+                                100.0 * entry.weight / weights, loader_->dataset(d).shards().size(),
+                                loader_->dataset(d).shards().size() == 1 ? "" : "s"));
+  }
+  return fmt::format("data.mix over the run's {} sequences on this rank: {}", total, fmt::join(parts, ", "));
+}
+
 void Trainer::say(const std::string& line) const {
   if (leader()) log_line(metrics_.get(), line);
 }
@@ -198,6 +218,7 @@ int Trainer::run() {
   say(fmt::format("training {} params on {} for {} steps ({} tokens/step{}{}) in {}",
                   count_parameters(config_.model).back().stored, device_name(device_), t.steps,
                   int64_t(tokens_per_step), ranks, spans, run_dir_));
+  if (config_.data.mix.size() > 1) say(mixture_line(t));
   for (int64_t step = start_step_; step < t.steps; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     beat(fmt::format("step {}", step + 1));

@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "run_command.h"
 #include "training_workspace.h"
@@ -33,6 +35,20 @@ TEST_CASE("a two-dataset mixture over ten shards and three resumes bit-exact thr
       fmt::format("--set data.train= --set 'data.mix=[{{path: {}, weight: 3}}, {{path: [{}], weight: 1}}]'", web, books);
   const auto straight = test::run_command(ws.train("straight", mix));
   REQUIRE_MESSAGE(straight.exit_code == 0, straight.output);
+  // The launch says what the run will read of each dataset against its weight, files counted.
+  const size_t said = straight.output.find("data.mix over the run's ");
+  REQUIRE_MESSAGE(said != std::string::npos, straight.output);
+  const std::string line = straight.output.substr(said, straight.output.find('\n', said) - said);
+  CAPTURE(line);
+  const size_t web_at = line.find(web + " "), books_at = line.find(books + " ");
+  REQUIRE(web_at != std::string::npos);
+  REQUIRE(books_at != std::string::npos);
+  const double web_share = std::stod(line.substr(web_at + web.size() + 1)),
+               books_share = std::stod(line.substr(books_at + books.size() + 1));
+  CHECK(web_share + books_share == doctest::Approx(100).epsilon(1e-3));
+  CHECK(std::abs(web_share - 75) < 1);
+  CHECK(line.find("(weight 3: 75.00%; 10 files)") != std::string::npos);
+  CHECK(line.find("(weight 1: 25.00%; 3 files)") != std::string::npos);
   const auto first = test::run_command(ws.train("split", mix + " --set train.checkpoint_every=20 --stop-at 20"));
   REQUIRE_MESSAGE(first.exit_code == 0, first.output);
   const auto second = test::run_command(ws.train("split", mix + " --set train.checkpoint_every=20 --resume auto"));
