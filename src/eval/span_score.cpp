@@ -1,42 +1,26 @@
 #include "eval/span_score.h"
 
 #include <algorithm>
-#include <cmath>
 #include <numeric>
 
 #include "autograd/variable.h"
 #include "core/error.h"
-#include "core/parallel_for.h"
-#include <fmt/format.h>
+#include "ops/decode.h"
 
 namespace hylo {
 
-namespace {
-
-// Rows scored per task on the CPU: a continuation of retrieval or last-word size is one chunk, so
-// its log-prob is the single sum it always was.
-constexpr int kRowsPerChunk = 64;
-
-}  // namespace
-
-SpanScore score_span(std::span<const float> rows_nV, int vocab, int vocab_valid, std::span<const int32_t> targets) {
-  const size_t n = targets.size();
-  HYLO_CHECK(vocab_valid > 0 && vocab_valid <= vocab, "score_span: vocab_valid {} not in [1, {}]", vocab_valid, vocab);
-  HYLO_CHECK(rows_nV.size() == n * size_t(vocab), "score_span: {} logits for {} rows of {}", rows_nV.size(), n, vocab);
+SpanScore score_span(const Tensor& rows_nV, int vocab_valid, std::span<const int32_t> targets) {
+  HYLO_CHECK(rows_nV.dim() == 2 && rows_nV.size(0) == int64_t(targets.size()), "score_span: logits {} for {} targets",
+             shape_str(rows_nV.shape()), targets.size());
+  for (const int32_t t : targets)
+    HYLO_CHECK(t >= 0 && t < vocab_valid, "score_span: target {} outside [0, {})", t, vocab_valid);
+  const std::vector<int32_t> best = greedy_tokens(rows_nV, vocab_valid);
+  const std::vector<double> logprobs = target_logprobs(rows_nV, targets, vocab_valid);
   SpanScore s;
-  s.tokens = int(n);
-  for (size_t i = 0; i < n; ++i) {
-    const float* row = rows_nV.data() + i * size_t(vocab);
-    const int32_t target = targets[i];
-    HYLO_CHECK(target >= 0 && target < vocab_valid, "score_span: target {} outside [0, {})", target, vocab_valid);
-    int best = 0;
-    for (int v = 1; v < vocab_valid; ++v)
-      if (row[v] > row[best]) best = v;
-    // log-sum-exp in double around the max: f32 logits of a trained model can reach the hundreds.
-    double z = 0;
-    for (int v = 0; v < vocab_valid; ++v) z += std::exp(double(row[v]) - double(row[best]));
-    s.logprob += double(row[target]) - double(row[best]) - std::log(z);
-    if (best == target) ++s.correct;
+  s.tokens = int(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    s.logprob += logprobs[i];
+    s.correct += best[i] == targets[i];
   }
   return s;
 }
@@ -64,28 +48,11 @@ std::vector<SpanScore> score_sequences(const Transformer& model, const std::vect
       std::copy(s.begin(), s.end(), ids.begin() + ptrdiff_t(b) * T);
     }
     const Tensor logits_NV = model.forward(Tensor::from_vector(ids, {B, T}).to(device)).value();  // (B*T, V)
-    std::vector<std::vector<float>> rows(static_cast<size_t>(B));
-    std::vector<std::pair<int, int>> chunks;  // (b, first row of the chunk within the span)
     for (int b = 0; b < B; ++b) {
       const ScoredSequence& s = sequences[order[at + size_t(b)]];
       const int64_t row = int64_t(b) * T + s.first - 1;
-      rows[size_t(b)] = logits_NV.slice(0, row, row + s.count).to(Device::cpu).to(DType::f32).to_vector<float>();
-      for (int r = 0; r < s.count; r += kRowsPerChunk) chunks.push_back({b, r});
-    }
-    std::vector<SpanScore> parts(chunks.size());
-    parallel_for(chunks.size(), [&](size_t c) {
-      const auto [b, r] = chunks[c];
-      const ScoredSequence& s = sequences[order[at + size_t(b)]];
-      const int n = std::min(kRowsPerChunk, s.count - r);
-      parts[c] = score_span(std::span<const float>(rows[size_t(b)]).subspan(size_t(r) * size_t(V), size_t(n) * size_t(V)),
-                            int(V), vocab_valid,
-                            std::span<const int32_t>(s.ids).subspan(size_t(s.first + r), size_t(n)));
-    });
-    for (size_t c = 0; c < chunks.size(); ++c) {
-      SpanScore& total = scores[order[at + size_t(chunks[c].first)]];
-      total.tokens += parts[c].tokens;
-      total.correct += parts[c].correct;
-      total.logprob += parts[c].logprob;
+      scores[order[at + size_t(b)]] = score_span(logits_NV.slice(0, row, row + s.count), vocab_valid,
+                                                 std::span<const int32_t>(s.ids).subspan(size_t(s.first), size_t(s.count)));
     }
     at += size_t(B);
   }

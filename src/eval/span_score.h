@@ -22,9 +22,11 @@ struct SpanScore {
   bool exact() const { return tokens > 0 && correct == tokens; }
 };
 
-// rows_nV: n = targets.size() logit rows of width `vocab`, row i predicting targets[i]. Argmax and
-// softmax run over ids [0, vocab_valid): padding rows of the embedding are never a prediction.
-SpanScore score_span(std::span<const float> rows_nV, int vocab, int vocab_valid, std::span<const int32_t> targets);
+// rows_nV: n = targets.size() contiguous logit rows (n, V) on any device, row i predicting
+// targets[i]. Argmax and softmax run over ids [0, vocab_valid): padding rows of the embedding are
+// never a prediction. Both reduce the rows where they are (ops/decode.h: greedy_tokens,
+// target_logprobs): on CUDA only 2n numbers reach the host.
+SpanScore score_span(const Tensor& rows_nV, int vocab_valid, std::span<const int32_t> targets);
 
 // A sequence whose tokens [first, first + count) are the continuation to score (first >= 1).
 struct ScoredSequence {
@@ -35,9 +37,9 @@ struct ScoredSequence {
 // Runs the model (no grad) over the sequences in batches of at most max_batch (fewer when the
 // (B*T, V) logits would pass ~1 GiB) and scores each continuation. Longest first, and each batch is
 // padded on the right to its longest: no position of a causal model reads the padding after it.
-// Sequences of one length keep their order, so equal-length sets batch as given. Only the needed
-// logit rows are copied back from the device; they are scored on all cores, in chunks of rows whose
-// sums are added in a fixed order (the result does not depend on the thread count).
+// Sequences of one length keep their order, so equal-length sets batch as given. Each continuation's
+// rows are scored where the logits are (score_span), and its log-probabilities summed in row order
+// (the result does not depend on the thread count).
 std::vector<SpanScore> score_sequences(const Transformer& model, const std::vector<ScoredSequence>& sequences,
                                        int vocab_valid, Device device, int max_batch = 8);
 

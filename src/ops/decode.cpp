@@ -1,11 +1,14 @@
 // Decode-time KV cache ops (see decode.h).
 #include "ops/decode.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "core/parallel_for.h"
 #include "ops/dispatch.h"
 
 #if HYLO_WITH_CUDA
+#include "kernels/cross_entropy/cross_entropy.h"
 #include "kernels/decode/decode.h"
 #endif
 
@@ -109,7 +112,7 @@ std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid) {
       }))
     return tokens;
   const auto rows = [&]<class T>(const T* logits) {
-    for (int b = 0; b < B; ++b) tokens[size_t(b)] = first_argmax(logits + int64_t(b) * V, n_valid);
+    parallel_for(size_t(B), [&](size_t b) { tokens[b] = first_argmax(logits + int64_t(b) * V, n_valid); });
   };
   switch (logits_BV.dtype()) {
     case DType::bf16: rows(logits_BV.data<bf16>()); break;
@@ -118,6 +121,58 @@ std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid) {
     default: HYLO_FAIL("greedy_tokens: logits of dtype {}", dtype_name(logits_BV.dtype()));
   }
   return tokens;
+}
+
+std::vector<double> target_logprobs(const Tensor& logits_NV, std::span<const int32_t> targets_N, int n_valid) {
+  check_contiguous("target_logprobs", logits_NV);
+  HYLO_CHECK(logits_NV.dim() == 2 && n_valid >= 1 && n_valid <= logits_NV.size(1) &&
+                 int64_t(targets_N.size()) == logits_NV.size(0),
+             "target_logprobs: logits {} with {} targets and {} valid ids (must be (N, V), N targets, 1 <= valid <= V)",
+             shape_str(logits_NV.shape()), targets_N.size(), n_valid);
+  for (const int32_t t : targets_N)
+    HYLO_CHECK(t >= -1 && t < n_valid, "target_logprobs: target {} outside [0, {}) (or -1: no target)", t, n_valid);
+  const int N = int(logits_NV.size(0)), V = int(logits_NV.size(1));
+  std::vector<double> logprobs(size_t(N), 0.0);
+  if (N == 0) return logprobs;
+  if (on_cuda(logits_NV, "target_logprobs", [&] {
+#if HYLO_WITH_CUDA
+        HYLO_CHECK(logits_NV.dtype() == DType::bf16, "target_logprobs: cuda logits must be bf16, got {}",
+                   dtype_name(logits_NV.dtype()));
+        // The kernel writes the (here unused) gradient over the logits it reads: it gets a copy.
+        Tensor scratch = logits_NV.clone();
+        const Tensor targets =
+            Tensor::from_vector(std::vector<int32_t>(targets_N.begin(), targets_N.end()), {N}).to(Device::cuda);
+        Tensor loss = Tensor::empty({N}, DType::f32, Device::cuda, "target logprobs: loss");
+        Tensor lse = Tensor::empty({N}, DType::f32, Device::cuda, "target logprobs: lse");
+        cuda::cross_entropy_fused(N, V, n_valid, scratch.data<bf16>(), targets.data<int32_t>(), /*scale=*/0.0f,
+                                  /*z_loss=*/0.0f, loss.data<float>(), lse.data<float>(), cuda::stream());
+        const std::vector<float> host = loss.to(Device::cpu).to_vector<float>();
+        for (int n = 0; n < N; ++n) logprobs[size_t(n)] = targets_N[size_t(n)] < 0 ? 0.0 : -double(host[size_t(n)]);
+#endif
+      }))
+    return logprobs;
+  const auto rows = [&]<class T>(const T* logits) {
+    const auto value = [](T v) {
+      if constexpr (std::is_same_v<T, bf16>) return double(bf16_to_float(v));
+      else return double(v);
+    };
+    parallel_for(size_t(N), [&](size_t n) {
+      if (targets_N[n] < 0) return;
+      const T* row = logits + int64_t(n) * V;
+      double top = value(row[0]);
+      for (int v = 1; v < n_valid; ++v) top = std::max(top, value(row[v]));
+      double z = 0;
+      for (int v = 0; v < n_valid; ++v) z += std::exp(value(row[v]) - top);
+      logprobs[n] = value(row[targets_N[n]]) - top - std::log(z);
+    });
+  };
+  switch (logits_NV.dtype()) {
+    case DType::bf16: rows(logits_NV.data<bf16>()); break;
+    case DType::f32: rows(logits_NV.data<float>()); break;
+    case DType::f64: rows(logits_NV.data<double>()); break;
+    default: HYLO_FAIL("target_logprobs: logits of dtype {}", dtype_name(logits_NV.dtype()));
+  }
+  return logprobs;
 }
 
 }  // namespace hylo

@@ -1,6 +1,7 @@
 // Decode-time ops (SPEC §1, §5): on a layer's KV cache tensors, writing one new position and
-// attending one query token over the live slots; on the logits, the greedy tokens. Plain tensor functions, no autograd (decoding
-// never differentiates). Each dispatches by device: the CPU reference
+// attending one query token over the live slots; on the logits, the greedy tokens and the targets'
+// log-probabilities (what decoding and scoring read of a row). Plain tensor functions, no autograd
+// (decoding never differentiates). Each dispatches by device: the CPU reference
 // (ops/cpu/decode_attention.h, f32/f64) or the CUDA kernels (kernels/decode/decode.h, bf16). Which
 // slots are written and live is the cache's business (nn/kv_cache.h).
 //
@@ -9,6 +10,7 @@
 //   q_BHD (B, Hq, D) the query. All contiguous, on one device, of one dtype.
 #pragma once
 #include <cmath>
+#include <span>
 #include <type_traits>
 #include <vector>
 
@@ -45,5 +47,12 @@ int32_t first_argmax(const T* values, int n) {
 // CUDA the rows are reduced on the device and only the B ids come back: copying the logits to the
 // host and scanning them there took most of a decode step at batch 64 (64 x 50304 values).
 std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid);
+
+// log softmax(logits_NV[n, :n_valid])[targets_N[n]] of every row, as host values; a row whose
+// target is -1 gives 0. On CUDA (bf16 logits) the rows are reduced on the device by the fused
+// cross-entropy kernel (fp32 log-sum-exp) on a copy of the logits, and only N values come back:
+// scoring 489k held-out tokens by copying their 50304-wide rows to the host and reducing them there
+// took minutes of CPU a run. The CPU reference sums the exponentials in double around the row's max.
+std::vector<double> target_logprobs(const Tensor& logits_NV, std::span<const int32_t> targets_N, int n_valid);
 
 }  // namespace hylo

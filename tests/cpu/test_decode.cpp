@@ -17,6 +17,7 @@
 #include "nn/kv_cache.h"
 #include "ops/cpu/attention.h"
 #include "ops/cpu/decode_attention.h"
+#include "ops/decode.h"
 
 using namespace hylo;
 
@@ -267,3 +268,31 @@ TEST_CASE("KvCache::fill leaves what appending every position leaves, for every 
   CHECK_THROWS_WITH_AS(short_full.fill(nine, nine), doctest::Contains("max_len 8 cannot take position 8"), Error);
   CHECK(short_full.length() == 0);
 }
+
+TEST_CASE("target_logprobs: each row's log softmax over the valid ids at its target, in every dtype") {
+  // Two rows over 5 ids of which 4 are valid: the padding id 4 holds the largest logit, which the
+  // softmax must leave out; the third row has no target.
+  const std::vector<double> values = {1, 2, 3, 4, 100,  //
+                                      0, 0, 0, 0, 100,  //
+                                      7, 7, 7, 7, 7};
+  const std::vector<int32_t> targets = {3, 1, -1};
+  const double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0) + std::exp(4.0));
+  const std::vector<double> expected = {4 - lse0, -std::log(4.0), 0};
+  const Tensor f64 = Tensor::from_vector(values, {3, 5});
+  const std::vector<double> got = target_logprobs(f64, targets, 4);
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(got[i] == doctest::Approx(expected[i]).epsilon(1e-14));
+  // f32 and bf16 logits (these values are exact in both) give the same, computed in double.
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    const std::vector<double> other = target_logprobs(f64.to(dtype), targets, 4);
+    for (size_t i = 0; i < 3; ++i) CHECK(other[i] == doctest::Approx(expected[i]).epsilon(1e-12));
+  }
+  // A huge logit does not overflow: the sum runs around the row's maximum.
+  CHECK(target_logprobs(Tensor::from_vector(std::vector<double>{1000, 0}, {1, 2}), std::vector<int32_t>{0}, 2)[0] ==
+        doctest::Approx(-std::log1p(std::exp(-1000.0))));
+  CHECK_THROWS_WITH_AS(target_logprobs(f64, std::vector<int32_t>{3, 4, 0}, 4),
+                       doctest::Contains("target_logprobs: target 4 outside [0, 4)"), Error);
+  CHECK_THROWS_WITH_AS(target_logprobs(f64, std::vector<int32_t>{3, 1}, 4),
+                       doctest::Contains("with 2 targets and 4 valid ids"), Error);
+}
+

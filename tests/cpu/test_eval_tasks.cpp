@@ -180,8 +180,8 @@ TEST_CASE("retrieval scoring: an induction oracle scores 100%, a uniform model 0
     const std::vector<int32_t> targets(item.value.begin(), item.value.end());
     std::vector<float> rows = induction_rows(item.ids, first, 4, kVocab);
     for (int i = 0; i < 4; ++i) rows[size_t(i) * kVocab + kValid + 3] = 1e4f;  // padding ids never win
-    oracle.push_back(score_span(rows, kVocab, kValid, targets));
-    uniform.push_back(score_span(std::vector<float>(4 * size_t(kVocab), 0.0f), kVocab, kValid, targets));
+    oracle.push_back(score_span(Tensor::from_vector(rows, {4, kVocab}), kValid, targets));
+    uniform.push_back(score_span(Tensor::from_vector(std::vector<float>(4 * size_t(kVocab), 0.0f), {4, kVocab}), kValid, targets));
   }
   const RetrievalResult good = tally_retrieval(items, oracle, o, 64, 16);
   const RetrievalResult bad = tally_retrieval(items, uniform, o, 64, 16);
@@ -227,8 +227,8 @@ TEST_CASE("score_sequences: batched scores equal score_span over one sequence's 
     const ScoredSequence& q = sequences[s];
     const std::vector<float> all = model.forward(Tensor::from_vector(q.ids, {1, 12})).value().to_vector<float>();
     const std::vector<float> rows(all.begin() + (q.first - 1) * 40, all.begin() + (q.first - 1 + q.count) * 40);
-    const SpanScore one =
-        score_span(rows, 40, 37, std::span<const int32_t>(q.ids).subspan(size_t(q.first), size_t(q.count)));
+    const SpanScore one = score_span(Tensor::from_vector(rows, {q.count, 40}), 37,
+                                     std::span<const int32_t>(q.ids).subspan(size_t(q.first), size_t(q.count)));
     CHECK(batched[s].tokens == q.count);
     CHECK(batched[s].correct == one.correct);
     CHECK(batched[s].logprob == doctest::Approx(one.logprob).epsilon(1e-5));

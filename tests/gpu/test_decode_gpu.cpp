@@ -315,3 +315,35 @@ TEST_CASE("cuda greedy tokens equal the CPU first_argmax on the same bf16 logits
     std::printf("greedy tokens B=%2d V=%d valid=%d: equal to the CPU reference\n", B, V, valid);
   }
 }
+
+TEST_CASE("cuda target log-probabilities equal the CPU reference on the same bf16 logits") {
+  // The r50k vocabulary padded to 50304, 50257 ids valid; random logits, the padding made the
+  // largest (it must stay out of the softmax), one row in seven without a target, and targets at
+  // both ends of the valid ids. The device sums in fp32, the reference in double.
+  const int V = 50304, valid = 50257;
+  for (int N : {1, 37, 300}) {
+    std::vector<float> values = random_floats(size_t(N) * V, 9300 + uint64_t(N), 4.0f);
+    std::vector<int32_t> targets(static_cast<size_t>(N));
+    for (int n = 0; n < N; ++n) {
+      values[size_t(n) * V + size_t(valid) + 5] = 40.0f;
+      targets[size_t(n)] = n % 7 == 6 ? -1 : n % 5 == 0 ? 0 : n % 5 == 1 ? valid - 1 : (n * 7919) % valid;
+    }
+    const Tensor logits = Tensor::from_vector(to_bf16(values), {N, V});
+    const std::vector<double> expected = target_logprobs(logits, targets, valid);
+    const Tensor on_gpu = logits.to(Device::cuda);
+    const std::vector<double> got = target_logprobs(on_gpu, targets, valid);
+    REQUIRE(got.size() == expected.size());
+    double worst = 0;
+    for (int n = 0; n < N; ++n) {
+      if (targets[size_t(n)] < 0) CHECK(got[size_t(n)] == 0.0);
+      worst = std::max(worst, std::abs(got[size_t(n)] - expected[size_t(n)]) / std::max(1.0, std::abs(expected[size_t(n)])));
+    }
+    CHECK(worst < 1e-5);
+    // The logits are read, not written: the kernel works on a copy.
+    const std::vector<bf16> after = on_gpu.to(Device::cpu).to_vector<bf16>(), before = logits.to_vector<bf16>();
+    CHECK(std::equal(after.begin(), after.end(), before.begin(), before.end(),
+                     [](bf16 a, bf16 b) { return a.bits == b.bits; }));
+    std::printf("target logprobs N=%3d V=%d valid=%d: worst relative error %.2e against the CPU\n", N, V, valid, worst);
+  }
+}
+
