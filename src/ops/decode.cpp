@@ -111,15 +111,10 @@ std::vector<int32_t> greedy_tokens(const Tensor& logits_BV, int n_valid) {
 #endif
       }))
     return tokens;
-  const auto rows = [&]<class T>(const T* logits) {
+  with_cpu_logits(logits_BV, "greedy_tokens", [&]<class T>(T*) {
+    const T* logits = logits_BV.data<T>();
     parallel_for(size_t(B), [&](size_t b) { tokens[b] = first_argmax(logits + int64_t(b) * V, n_valid); });
-  };
-  switch (logits_BV.dtype()) {
-    case DType::bf16: rows(logits_BV.data<bf16>()); break;
-    case DType::f32: rows(logits_BV.data<float>()); break;
-    case DType::f64: rows(logits_BV.data<double>()); break;
-    default: HYLO_FAIL("greedy_tokens: logits of dtype {}", dtype_name(logits_BV.dtype()));
-  }
+  });
   return tokens;
 }
 
@@ -136,8 +131,6 @@ std::vector<double> target_logprobs(const Tensor& logits_NV, std::span<const int
   if (N == 0) return logprobs;
   if (on_cuda(logits_NV, "target_logprobs", [&] {
 #if HYLO_WITH_CUDA
-        HYLO_CHECK(logits_NV.dtype() == DType::bf16, "target_logprobs: cuda logits must be bf16, got {}",
-                   dtype_name(logits_NV.dtype()));
         // The kernel writes the (here unused) gradient over the logits it reads: it gets a copy.
         Tensor scratch = logits_NV.clone();
         const Tensor targets =
@@ -151,11 +144,12 @@ std::vector<double> target_logprobs(const Tensor& logits_NV, std::span<const int
 #endif
       }))
     return logprobs;
-  const auto rows = [&]<class T>(const T* logits) {
+  with_cpu_logits(logits_NV, "target_logprobs", [&]<class T>(T*) {
     const auto value = [](T v) {
       if constexpr (std::is_same_v<T, bf16>) return double(bf16_to_float(v));
       else return double(v);
     };
+    const T* logits = logits_NV.data<T>();
     parallel_for(size_t(N), [&](size_t n) {
       if (targets_N[n] < 0) return;
       const T* row = logits + int64_t(n) * V;
@@ -165,13 +159,7 @@ std::vector<double> target_logprobs(const Tensor& logits_NV, std::span<const int
       for (int v = 0; v < n_valid; ++v) z += std::exp(value(row[v]) - top);
       logprobs[n] = value(row[targets_N[n]]) - top - std::log(z);
     });
-  };
-  switch (logits_NV.dtype()) {
-    case DType::bf16: rows(logits_NV.data<bf16>()); break;
-    case DType::f32: rows(logits_NV.data<float>()); break;
-    case DType::f64: rows(logits_NV.data<double>()); break;
-    default: HYLO_FAIL("target_logprobs: logits of dtype {}", dtype_name(logits_NV.dtype()));
-  }
+  });
   return logprobs;
 }
 

@@ -23,6 +23,17 @@ decltype(auto) with_cpu_float(const Tensor& t, const char* op, F&& f) {
   }
 }
 
+// The same for ops that read logits on the CPU in any stored type: also f((bf16*)nullptr).
+template <class F>
+decltype(auto) with_cpu_logits(const Tensor& t, const char* op, F&& f) {
+  switch (t.dtype()) {
+    case DType::bf16: return f(static_cast<bf16*>(nullptr));
+    case DType::f32: return f(static_cast<float*>(nullptr));
+    case DType::f64: return f(static_cast<double*>(nullptr));
+    default: HYLO_FAIL("{}: logits of dtype {} (cpu path: bf16, f32 or f64)", op, dtype_name(t.dtype()));
+  }
+}
+
 // Runs f() when t lives on the GPU (and returns true); a CPU-only build fails loudly instead.
 // On the GPU t must have `cuda_dtype`: bf16 for activations, f32 for the MoE router's tensors,
 // i32 for index tensors.

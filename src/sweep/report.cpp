@@ -438,7 +438,8 @@ void drop_unstarted_copies(std::vector<ReportRow>& rows) {
     const auto it = row.overrides.find("train.seed");
     return it == row.overrides.end() ? std::string() : it->second;
   };
-  const auto started = [](const ReportRow& row) { return fs::exists(row.run_dir / "metrics.jsonl"); };
+  std::vector<bool> started;
+  for (const ReportRow& row : rows) started.push_back(fs::exists(row.run_dir / "metrics.jsonl"));
   const auto same_point = [&](const ReportRow& a, const ReportRow& b) {
     return a.run_dir.filename() == b.run_dir.filename() &&
            (seed_of(a).empty() || seed_of(b).empty() || seed_of(a) == seed_of(b));
@@ -446,8 +447,8 @@ void drop_unstarted_copies(std::vector<ReportRow>& rows) {
   std::vector<ReportRow> kept;
   for (size_t i = 0; i < rows.size(); ++i) {
     bool shown_elsewhere = false;  // by a copy that started, or by an earlier one that did not either
-    for (size_t j = 0; j < rows.size() && !started(rows[i]) && !shown_elsewhere; ++j)
-      shown_elsewhere = j != i && same_point(rows[i], rows[j]) && (started(rows[j]) || j < i);
+    for (size_t j = 0; j < rows.size() && !started[i] && !shown_elsewhere; ++j)
+      shown_elsewhere = j != i && same_point(rows[i], rows[j]) && (started[j] || j < i);
     if (!shown_elsewhere) kept.push_back(rows[i]);
   }
   rows = std::move(kept);

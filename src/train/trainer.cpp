@@ -175,7 +175,7 @@ std::string Trainer::mixture_line(const TrainConfig& t) const {
   for (size_t d = 0; d < rows.size(); ++d) {
     const MixEntry& entry = config_.data.mix[d];
     parts.push_back(fmt::format("{} {:.2f}% (weight {:g}: {:.2f}%; {} file{})", entry.path,
-                                100.0 * double(rows[d]) / double(std::max<uint64_t>(total, 1)), entry.weight,
+                                100.0 * double(rows[d]) / double(total), entry.weight,
                                 100.0 * entry.weight / weights, loader_->dataset(d).shards().size(),
                                 loader_->dataset(d).shards().size() == 1 ? "" : "s"));
   }
