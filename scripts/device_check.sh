@@ -98,6 +98,8 @@
 #           all-full at the small scale), each run then evaluated (val, retrieval, last word) and
 #           `hylo report`; the sweep's files except checkpoints come back under $ABLATION/.
 #           ABLATION_SET="k=v k=v" (values without spaces): each passed on as --set.
+#           ABLATION_TUNED=FILE: each point's tuned rate from a `hylo report --tune` tuned.json
+#           (`hylo sweep --tuned`; experiments/study-small.yaml).
 #           ABLATION_SEEDS="0 2": the sweep once per seed (--set train.seed=N) into seed-N/$ABLATION/,
 #           then `hylo report` over them all into pooled/. ABLATION_ONLY="0,3": only these points
 #           (`hylo sweep --only`), to split one sweep across calls. ABLATION_PARALLEL=N: N points at
@@ -627,7 +629,8 @@ print("hylo", rates(sys.argv[1]), "| transformers", rates(sys.argv[2]))' "$OUT/b
       for seed in ${ABLATION_SEEDS:-none}; do
         dir=$sweeps seed_set=() seed_tag=""
         [ "$seed" != none ] && dir=$sweeps/seed-$seed seed_set=(--set "train.seed=$seed") seed_tag="_seed$seed"
-        sweep_args=("experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} ${seed_set[@]+"${seed_set[@]}"})
+        sweep_args=("experiments/$sweep.yaml" --local --out "$dir" ${sets[@]+"${sets[@]}"} ${seed_set[@]+"${seed_set[@]}"}
+          ${ABLATION_TUNED:+--tuned "$ABLATION_TUNED"})
         # The points to run (ABLATION_ONLY, else all), dealt round-robin to ABLATION_PARALLEL lanes:
         # a small model leaves the GPU idle while its process starts, evaluates and saves, which
         # another lane's steps fill. Each lane trains a point, then evaluates it.

@@ -25,6 +25,9 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--only", o->only, "run only these point indices (the NN of NN_name), e.g. --only 0,3")
       ->delimiter(',')
       ->excludes(slurm);
+  cmd->add_option("--tuned", o->tuned,
+                  "each point's value of a tuned key from `hylo report --tune`'s tuned.json (the group with the point's "
+                  "settings)");
   SlurmSettings& s = o->slurm_flags;
   for (auto [flag, field] : {std::pair{"--partition", &s.partition}, {"--account", &s.account}, {"--qos", &s.qos},
                              {"--time", &s.time}, {"--mem", &s.mem}})

@@ -328,7 +328,12 @@ std::string tune_summary(const std::vector<ReportRow>& rows, const std::vector<s
       const bool edge = tried.size() > 1 && (best == tried.begin() || std::next(best) == tried.end());
       line += fmt::format(" {}{} | {} |", best->second.written, edge ? " (edge of the grid)" : "",
                           format_value(*best->second.mean));
+      // What the group's runs set (a key it leaves unset is absent): `hylo sweep --tuned` matches points by it.
+      nlohmann::ordered_json settings = nlohmann::ordered_json::object();
+      for (size_t k = 0; k < group_keys.size(); ++k)
+        if (!group.values[k].empty()) settings[group_keys[k]] = group.values[k];
       tuned_out["groups"].push_back({{"label", group.name()},
+                                     {"set", settings},
                                      {"best", best->second.written},
                                      {by, *best->second.mean},
                                      {"edge", edge},

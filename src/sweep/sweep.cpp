@@ -34,13 +34,17 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string_view>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/suggest.h"
 #include "config/config.h"
 #include "checkpoint/run_dir.h"
@@ -274,6 +278,58 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
     HYLO_FAIL("{}: line {}: {}", path, e.mark.line + 1, e.msg);
   }
   return spec;
+}
+
+void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
+  const std::optional<std::string> text = read_file(tuned_path);
+  HYLO_CHECK(text, "sweep: --tuned {}: cannot read the file", tuned_path);
+  nlohmann::json tuned;
+  try {
+    tuned = nlohmann::json::parse(*text);
+  } catch (const nlohmann::json::exception& e) {
+    HYLO_FAIL("sweep: --tuned {}: not JSON: {}", tuned_path, e.what());
+  }
+  HYLO_CHECK(tuned.is_object() && tuned.value("key", nlohmann::json()).is_string() && tuned.contains("groups") &&
+                 tuned["groups"].is_array(),
+             "sweep: --tuned {}: expected the tuned.json of `hylo report --tune` (key, groups)", tuned_path);
+  const std::string key = tuned["key"];
+  std::vector<std::string> group_keys;  // every key some group sets
+  for (const auto& group : tuned["groups"]) {
+    HYLO_CHECK(group.is_object() && group.contains("set") && group["set"].is_object() && group.contains("best"),
+               "sweep: --tuned {}: a group without 'set' and 'best' (written by an older hylo report? run it again)",
+               tuned_path);
+    for (const auto& [k, v] : group["set"].items())
+      if (std::ranges::find(group_keys, k) == group_keys.end()) group_keys.push_back(k);
+  }
+  for (SweepPoint& point : spec.points) {
+    std::map<std::string, std::string> settings;  // the file's set, then the point's own: the later wins
+    for (const auto& [k, v] : spec.set) settings[k] = v;
+    for (const auto& [k, v] : point.varied) settings[k] = v;
+    HYLO_CHECK(!settings.count(key), "sweep: --tuned {}: {} point {} sets {} itself", tuned_path, spec.path, point.name,
+               key);
+    std::vector<const nlohmann::json*> matches;
+    for (const auto& group : tuned["groups"]) {
+      const bool same = std::ranges::all_of(group_keys, [&](const std::string& k) {
+        const auto mine = settings.find(k);
+        const bool set_here = mine != settings.end(), set_there = group["set"].contains(k);
+        return set_here == set_there && (!set_here || group["set"][k] == mine->second);
+      });
+      if (same) matches.push_back(&group);
+    }
+    std::vector<std::string> described;  // the point's values of the group keys, for the errors
+    for (const std::string& k : group_keys)
+      described.push_back(k + "=" + (settings.count(k) ? settings.at(k) : std::string("(unset)")));
+    HYLO_CHECK(matches.size() == 1, "sweep: --tuned {}: {} point {} ({}) matches {} of its groups, not one", tuned_path,
+               spec.path, point.name, fmt::join(described, " "), matches.size());
+    const nlohmann::json& group = *matches.front();
+    const std::string best = group["best"];
+    HYLO_CHECK(!group.value("edge", false),
+               "sweep: --tuned {}: {}'s best ({}) for {} is at the edge of the values tried: widen that grid first",
+               tuned_path, key, best, fmt::join(described, " "));
+    point.varied.emplace_back(key, best);
+    point.overrides.push_back(key + "=" + best);
+    point.name = point.name.substr(0, point.name.find('_') + 1) + point_slug(point.varied);  // same index, new value
+  }
 }
 
 std::vector<Config> check_sweep_configs(const SweepSpec& spec) {

@@ -50,6 +50,14 @@ void check_slurm_value(const std::string& where, const std::string& key, const s
 // a key the sweep varies is refused (it would collapse the points into one).
 SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set = {});
 
+// `hylo sweep FILE --tuned tuned.json` (what `hylo report --tune KEY` writes): every point takes
+// KEY's best value from the one tuned group whose settings are the point's own (the keys any group
+// sets, compared as written; a key a group leaves unset must be unset in the point too), as one more
+// varied override, so the value shows in the point's name and its sweep.json. Refused, naming the
+// point: a point that sets KEY itself, matches no group or several, or whose group's best lies at
+// the edge of the values it tried (experiments/PROTOCOL.md: such a grid is widened first).
+void apply_tuned(SweepSpec& spec, const std::string& tuned_path);
+
 // Loads the base config with each point's overrides, so that a bad key or value in any point
 // fails before the first run starts. The error names the sweep file and the point. Returns the
 // configs, one per point in spec.points order.

@@ -140,7 +140,8 @@ int slurm_sweep(const SweepRunOptions& o, const SweepSpec& spec, const std::vect
 
 int run_sweep(const SweepRunOptions& o) {
   const std::vector<std::string>& cli_set = o.set;
-  const SweepSpec spec = load_sweep(o.file, cli_set);
+  SweepSpec spec = load_sweep(o.file, cli_set);
+  if (!o.tuned.empty()) apply_tuned(spec, o.tuned);
   const std::vector<Config> configs = check_sweep_configs(spec);
   const fs::path sweep_dir = fs::path(o.out) / spec.name;
   std::vector<PlannedRun> runs = plan_runs(spec, configs, sweep_dir);

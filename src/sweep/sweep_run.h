@@ -21,6 +21,7 @@ struct SweepRunOptions {
   bool submit = false;           // --slurm: and sbatch it
   bool dry_run = false;          // print the plan (and with --slurm the script) only
   std::vector<int> only;         // --only: run just these point indices here (a sweep split across machines)
+  std::string tuned;             // --tuned: each point's value of a tuned key from `hylo report --tune`'s tuned.json
   SlurmSettings slurm_flags;     // --partition ...: over the sweep file's `slurm:`
 };
 

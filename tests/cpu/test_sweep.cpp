@@ -373,6 +373,7 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
     }
     REQUIRE((means[1] < means[0] && means[1] < means[2]));  // the premise above
     CHECK(tuned["groups"][g]["label"] == kind);
+    CHECK(tuned["groups"][g]["set"] == nlohmann::json{{"model.local.kind", kind}});
     CHECK(tuned["groups"][g]["best"] == "0.01");
     CHECK(tuned["groups"][g]["edge"] == false);
     CHECK(md.find(fmt::format("| {} | 0.01 | ", kind)) != std::string::npos);
@@ -384,6 +385,32 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
   ws.succeeds("report out/n --tune train.lr");
   CHECK(nlohmann::json::parse(read_file(ws.dir / "out/n/tuned.json").value())["groups"][0]["edge"] == true);
   CHECK(read_file(ws.dir / "out/n/report.md").value().find("| pbb | 0.01 (edge of the grid) |") != std::string::npos);
+  // A later sweep takes each point's rate from tuned.json, by the group with the point's settings
+  // (in its own order), and refuses a point that matches no group, sets the key itself, or whose
+  // group's best lies at the edge of its grid.
+  const std::string seeds = ws.sweep("s.yaml", "name: s\npoints: [{model.local.kind: swa}, {model.local.kind: pbb}]\n"
+                                               "set: {model.local.window: 8}\n");
+  const std::string tuned_flag = " --tuned " + (dir / "tuned.json").string();
+  const auto planned = ws.succeeds("sweep " + seeds + " --local --out out --dry-run" + tuned_flag);
+  CAPTURE(planned.output);
+  CHECK(planned.output.find("00_kind-swa_lr-0.01") != std::string::npos);
+  CHECK(planned.output.find("01_kind-pbb_lr-0.01") != std::string::npos);
+  CHECK(planned.output.find("model.local.kind=pbb train.lr=0.01") != std::string::npos);
+  for (const auto& [body, message] :
+       {std::pair{"name: x\npoints: [{model.local.kind: swa}, {model.pattern: G}]\n",
+                  "point 01_pattern-G (model.local.kind=(unset)) matches 0 of its groups, not one"},
+        std::pair{"name: x\npoints: [{model.local.kind: swa}]\ngrid: {train.lr: [0.1]}\n",
+                  "point 00_kind-swa_lr-0.1 sets train.lr itself"}}) {
+    const auto bad = ws.run("sweep " + ws.sweep("x.yaml", body) + " --local --out out --dry-run" + tuned_flag);
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.output.find(message) != std::string::npos);
+  }
+  const std::string pbb = ws.sweep("p.yaml", "name: p\npoints: [{model.local.kind: pbb}]\nset: {model.local.window: 8}\n");
+  const auto edge = ws.run("sweep " + pbb + " --local --out out --dry-run --tuned " + (ws.dir / "out/n/tuned.json").string());
+  CAPTURE(edge.output);
+  CHECK(edge.exit_code == 1);
+  CHECK(edge.output.find("train.lr's best (0.01) for model.local.kind=pbb is at the edge of the values tried: widen "
+                         "that grid first") != std::string::npos);
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
     CHECK(fs::exists(dir / "tune.png"));
     CHECK(md.find("![the metric against the tuned key, per group](tune.png)") != std::string::npos);
