@@ -295,7 +295,8 @@ void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
   const std::string key = tuned["key"];
   std::vector<std::string> group_keys;  // every key some group sets
   for (const auto& group : tuned["groups"]) {
-    HYLO_CHECK(group.is_object() && group.contains("set") && group["set"].is_object() && group.contains("best"),
+    HYLO_CHECK(group.is_object() && group.contains("set") && group["set"].is_object() &&
+                   group.value("best", nlohmann::json()).is_string(),
                "sweep: --tuned {}: a group without 'set' and 'best' (written by an older hylo report? run it again)",
                tuned_path);
     for (const auto& [k, v] : group["set"].items())

@@ -405,6 +405,11 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
     CHECK(bad.exit_code == 1);
     CHECK(bad.output.find(message) != std::string::npos);
   }
+  // A tuned.json of an older report (no group settings): one line naming the file, as for any bad file.
+  std::ofstream(ws.dir / "old.json") << R"({"key": "train.lr", "groups": [{"label": "pbb", "best": "0.01"}]})";
+  const auto old = ws.run("sweep " + seeds + " --local --out out --dry-run --tuned old.json");
+  CHECK(old.exit_code == 1);
+  CHECK(old.output.find("sweep: --tuned old.json: a group without 'set' and 'best'") != std::string::npos);
   const std::string pbb = ws.sweep("p.yaml", "name: p\npoints: [{model.local.kind: pbb}]\nset: {model.local.window: 8}\n");
   const auto edge = ws.run("sweep " + pbb + " --local --out out --dry-run --tuned " + (ws.dir / "out/n/tuned.json").string());
   CAPTURE(edge.output);
