@@ -42,17 +42,6 @@ struct ReportRow {
 
 using nlohmann::json;
 
-// A file of hylo's JSON, parsed; fails naming the file.
-json read_json(const fs::path& path) {
-  const std::optional<std::string> text = read_file(path);
-  HYLO_CHECK(text, "report: cannot read {}", path.string());
-  try {
-    return json::parse(*text);
-  } catch (const json::exception& e) {
-    HYLO_FAIL("report: {}: not JSON: {}", path.string(), e.what());
-  }
-}
-
 // A metric's value; null (how JSON writes NaN and infinities) reads as NaN.
 double as_number(const json& value) { return value.is_number() ? value.get<double>() : std::nan(""); }
 
@@ -377,7 +366,7 @@ std::string load_sweep_rows(const fs::path& dir, const std::string& prefix, std:
     rows.insert(rows.end(), found.begin(), found.end());
     return "";
   }
-  const json sweep = read_json(sweep_json);
+  const json sweep = read_json_file(sweep_json, "report");
   try {
     std::string what = "on " + sweep.value("base", std::string());
     std::map<std::string, std::string> set;  // sorted: the same set reads the same

@@ -280,15 +280,18 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
   return spec;
 }
 
-void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
-  const std::optional<std::string> text = read_file(tuned_path);
-  HYLO_CHECK(text, "sweep: --tuned {}: cannot read the file", tuned_path);
-  nlohmann::json tuned;
+nlohmann::json read_json_file(const fs::path& path, const std::string& who) {
+  const std::optional<std::string> text = read_file(path);
+  HYLO_CHECK(text, "{}: cannot read {}", who, path.string());
   try {
-    tuned = nlohmann::json::parse(*text);
+    return nlohmann::json::parse(*text);
   } catch (const nlohmann::json::exception& e) {
-    HYLO_FAIL("sweep: --tuned {}: not JSON: {}", tuned_path, e.what());
+    HYLO_FAIL("{}: {}: not JSON: {}", who, path.string(), e.what());
   }
+}
+
+void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
+  const nlohmann::json tuned = read_json_file(tuned_path, "sweep: --tuned");
   HYLO_CHECK(tuned.is_object() && tuned.value("key", nlohmann::json()).is_string() && tuned.contains("groups") &&
                  tuned["groups"].is_array(),
              "sweep: --tuned {}: expected the tuned.json of `hylo report --tune` (key, groups)", tuned_path);
@@ -303,9 +306,11 @@ void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
       if (std::ranges::find(group_keys, k) == group_keys.end()) group_keys.push_back(k);
   }
   for (SweepPoint& point : spec.points) {
-    std::map<std::string, std::string> settings;  // the file's set, then the point's own: the later wins
-    for (const auto& [k, v] : spec.set) settings[k] = v;
-    for (const auto& [k, v] : point.varied) settings[k] = v;
+    std::map<std::string, std::string> settings;  // the point's overrides in order: the later wins
+    for (const std::string& text : point.overrides) {
+      const auto [k, v] = split_override(text);
+      settings[k] = v;
+    }
     HYLO_CHECK(!settings.count(key), "sweep: --tuned {}: {} point {} sets {} itself", tuned_path, spec.path, point.name,
                key);
     std::vector<const nlohmann::json*> matches;

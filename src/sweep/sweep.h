@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "config/config.h"
 
 namespace hylo {
@@ -49,6 +51,9 @@ void check_slurm_value(const std::string& where, const std::string& key, const s
 // the command line (`hylo sweep FILE --set k=v`), applied to every point after the file's `set`;
 // a key the sweep varies is refused (it would collapse the points into one).
 SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cli_set = {});
+
+// The JSON file at `path`, parsed; fails in one line that starts with `who` and names the file.
+nlohmann::json read_json_file(const std::filesystem::path& path, const std::string& who);
 
 // `hylo sweep FILE --tuned tuned.json` (what `hylo report --tune KEY` writes): every point takes
 // KEY's best value from the one tuned group whose settings are the point's own (the keys any group
