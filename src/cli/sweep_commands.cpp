@@ -74,6 +74,9 @@ void add_report_command(CLI::App& app) {
                                        "per group of runs that differ only in this key (e.g. train.lr), its best value "
                                        "(tuned.json)");
   cmd->add_option("--by", o->tune_by, "the metric --tune minimises (mean over seeds)")->default_str(o->tune_by);
+  cmd->add_option("--where", o->where,
+                  "KEY=VALUE: only the runs with this value of a key they vary, as written (e.g. train.lr=3.0e-3); "
+                  "repeatable");
   cli::run_with(cmd, [o, baseline, base, tune, tuned] {
     if (base->count() > 0) o->baseline = *baseline;
     if (tuned->count() > 0) o->tune = *tune;

@@ -448,6 +448,26 @@ void drop_unstarted_copies(std::vector<ReportRow>& rows) {
   rows = std::move(kept);
 }
 
+// --where KEY=VALUE: only the rows with that value of KEY, as the sweeps wrote it. KEY must be one
+// the runs vary (a typo would otherwise keep nothing, or everything, without a word).
+void keep_where(const std::string& condition, const std::vector<std::string>& keys, std::vector<ReportRow>& rows) {
+  HYLO_CHECK(condition.find('=') != std::string::npos, "report: --where '{}': expected KEY=VALUE (e.g. train.lr=3.0e-3)",
+             condition);
+  const auto [key, value] = split_override(condition);
+  HYLO_CHECK(std::find(keys.begin(), keys.end(), key) != keys.end(),
+             "report: --where '{}': the runs do not vary {} (they vary {})", condition, key, fmt::join(keys, ", "));
+  std::set<std::string> values;  // the values there are, for the message when none matches
+  std::vector<ReportRow> kept;
+  for (ReportRow& row : rows) {
+    const auto it = row.overrides.find(key);
+    if (it == row.overrides.end()) continue;
+    values.insert(it->second);
+    if (it->second == value) kept.push_back(std::move(row));
+  }
+  HYLO_CHECK(!kept.empty(), "report: --where '{}' keeps no run ({} is one of: {})", condition, key, fmt::join(values, ", "));
+  rows = std::move(kept);
+}
+
 }  // namespace
 
 int run_report(const ReportOptions& options) {
@@ -477,6 +497,7 @@ int run_report(const ReportOptions& options) {
   if (metrics.empty()) metrics = {"loss", "val_loss", "val_ppl"};
   read_run_seeds(rows, keys);
   if (dirs.size() > 1) drop_unstarted_copies(rows);
+  for (const std::string& condition : options.where) keep_where(condition, keys, rows);
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   std::map<std::string, std::string> labelled;           // plot label -> the row that has it
   for (ReportRow& row : rows) {

@@ -420,6 +420,28 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
     CHECK(fs::exists(dir / "tune.png"));
     CHECK(md.find("![the metric against the tuned key, per group](tune.png)") != std::string::npos);
   }
+  // --where keeps one value's runs: the tuned rate's, to pool with seeded runs at that rate.
+  ws.succeeds("report out/t --where train.lr=0.01 --out at_best");
+  const std::string at_best = read_file(ws.dir / "at_best/report.md").value();
+  CAPTURE(at_best);
+  CHECK(at_best.find("| 02_kind-pbb_lr-0.01_seed-1 |") != std::string::npos);
+  CHECK(at_best.find("| 09_kind-swa_lr-0.01_seed-2 |") != std::string::npos);
+  CHECK(at_best.find("_lr-30_") == std::string::npos);
+  CHECK(at_best.find("_lr-1.0e-4_") == std::string::npos);
+  CHECK(at_best.find("| swa | 0.01 | 2 | ") != std::string::npos);  // paired over both seeds
+  for (const auto& [args, message] :
+       {std::pair{"--where train.lr", "report: --where 'train.lr': expected KEY=VALUE (e.g. train.lr=3.0e-3)"},
+        std::pair{"--where train.warmup_steps=5",
+                  "report: --where 'train.warmup_steps=5': the runs do not vary train.warmup_steps (they vary "
+                  "model.local.kind, train.lr, train.seed)"},
+        std::pair{"--where train.lr=0.02", "report: --where 'train.lr=0.02' keeps no run (train.lr is one of: 0.01, "
+                                           "1.0e-4, 30)"}}) {
+    const auto bad = ws.run(std::string("report out/t --out bad_where ") + args);
+    CAPTURE(bad.output);
+    CHECK(bad.exit_code == 1);
+    CHECK(bad.output.find(message) != std::string::npos);
+    CHECK_FALSE(fs::exists(ws.dir / "bad_where"));
+  }
   // A key the runs do not vary, or a metric none has: one line naming it, and no report written over.
   for (const auto& [args, message] :
        {std::pair{"--tune train.warmup_steps", "report: --tune 'train.warmup_steps': the runs do not differ in it"},
