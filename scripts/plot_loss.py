@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots training loss (and validation loss, and in-loop retrieval token accuracy, when present) of
 one or more runs from metrics.jsonl. Runs named "NAME (seed N)" (a report pooled over seeds) share
-NAME's colour and one legend entry."""
+NAME's colour and one legend entry: their mean, in a band from the lowest to the highest seed."""
 import argparse
 import collections
 import json
@@ -37,6 +37,31 @@ def smooth(values, window):
     return out
 
 
+def smoothed(train):
+    if not train:
+        return train
+    steps, losses = zip(*train)
+    return list(zip(steps, smooth(losses, max(1, len(losses) // 50))))
+
+
+def draw(ax, series, colour, label, marker):
+    """One run as a line; several (one group's seeds) as their mean over the steps all of them
+    logged, in a band from the lowest to the highest seed. Returns whether anything was drawn."""
+    series = [s for s in series if s]
+    if not series:
+        return False
+    style = dict(color=colour, linewidth=1, label=label, marker="o" if marker else None, markersize=3)
+    if len(series) == 1:
+        ax.plot(*zip(*series[0]), **style)
+        return True
+    by_step = [dict(s) for s in series]
+    steps = sorted(set.intersection(*(set(d) for d in by_step)))
+    values = [[d[step] for d in by_step] for step in steps]
+    ax.plot(steps, [sum(v) / len(v) for v in values], **style)
+    ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], color=colour, alpha=0.2, linewidth=0)
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("runs", nargs="+", help="[NAME=]RUN_DIR: a run directory holding metrics.jsonl, "
@@ -44,7 +69,7 @@ def main():
     parser.add_argument("--out", required=True, help="PNG file to write")
     args = parser.parse_args()
     # Training loss (smoothed) on the left, validation loss next, one colour per run (per NAME over
-    # seeds) in all panels; a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
+    # seeds, a band) in all panels; a third panel for runs that scored retrieval in-loop (train.eval_retrieval).
     runs = [run.split("=", 1) if "=" in run else (pathlib.Path(run).name, run) for run in args.runs]
     metrics = [read_metrics(path) for _, path in runs]
     group_of = [seed_group(name) for name, _ in runs]
@@ -55,20 +80,16 @@ def main():
     fig, axes = plt.subplots(1, panels, figsize=(5.5 * panels, 4.5 + 0.18 * len(groups)))
     train_ax, val_ax = axes[0], axes[1]
     colours = plt.get_cmap("tab10" if len(groups) <= 10 else "tab20")
-    labelled = set()
-    for group, (train, val, retrieval) in zip(group_of, metrics):
+    for group in groups:
         colour = colours(groups.index(group) % colours.N)
-        label = None  # one legend entry per NAME
-        if group not in labelled:
-            labelled.add(group)
-            label = group if seeds[group] == 1 else f"{group} ({seeds[group]} seeds)"
-        if train:
-            steps, losses = zip(*train)
-            train_ax.plot(steps, smooth(losses, max(1, len(losses) // 50)), color=colour, linewidth=1, label=label)
-        if val:
-            val_ax.plot(*zip(*val), "o-", color=colour, markersize=3, linewidth=1, label=None if train else label)
-        if retrieval:
-            axes[2].plot(*zip(*retrieval), "o-", color=colour, markersize=3, linewidth=1)
+        members = [m for g, m in zip(group_of, metrics) if g == group]
+        label = group if seeds[group] == 1 else f"{group} ({seeds[group]} seeds)"
+        trains = [smoothed(train) for train, _, _ in members]
+        # One legend entry per NAME, on its training line (or its validation line when it has none).
+        drew_train = draw(train_ax, trains, colour, label, marker=False)
+        draw(val_ax, [val for _, val, _ in members], colour, None if drew_train else label, marker=True)
+        if with_retrieval:
+            draw(axes[2], [retrieval for _, _, retrieval in members], colour, None, marker=True)
     train_ax.set_title("training loss (trailing mean over 2% of the steps)", fontsize=10)
     val_ax.set_title("validation loss", fontsize=10)
     for ax in (train_ax, val_ax):

@@ -122,6 +122,13 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
 
 // The finished runs (whose values are final), grouped by their values of `group_keys` (a key a run
 // does not set reads as ""), groups in first-seen order: what both summaries below compare.
+// The values a run sets, for a legend: "pbb, G".
+std::string legend_name(const std::vector<std::string>& values) {
+  std::vector<std::string> set;
+  std::copy_if(values.begin(), values.end(), std::back_inserter(set), [](const std::string& v) { return !v.empty(); });
+  return fmt::format("{}", fmt::join(set, ", "));
+}
+
 struct RunGroup {
   std::vector<std::string> values;  // in group_keys order
   std::vector<const ReportRow*> runs;
@@ -130,11 +137,7 @@ struct RunGroup {
     for (const std::string& v : values) out += " " + v + " |";
     return out;
   }
-  std::string name() const {  // the values a run sets, for a legend: "pbb, G"
-    std::vector<std::string> set;
-    std::copy_if(values.begin(), values.end(), std::back_inserter(set), [](const std::string& v) { return !v.empty(); });
-    return fmt::format("{}", fmt::join(set, ", "));
-  }
+  std::string name() const { return legend_name(values); }
 };
 std::vector<RunGroup> group_finished_runs(const std::vector<ReportRow>& rows, const std::vector<std::string>& group_keys) {
   std::vector<RunGroup> groups;
@@ -504,12 +507,18 @@ int run_report(const ReportOptions& options) {
     row.run = point_report(row.run_dir);
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
     collect_metrics(row, metrics);
-    // Pooled directories name their rows by path; a plot's legend names the run and its seed
-    // (read_run_seeds gave every pooled row one). Two rows with one label are one seed pooled
-    // twice: it would count twice over seeds and pair with itself.
+    // Pooled directories name their rows by path; a plot's legend names the run by what it sets
+    // apart from the seed, and its seed (read_run_seeds gave every pooled row one), so the plots
+    // draw one band per group however its runs were named (a grid's point and the seeded sweep's).
+    // Two rows with one label are one seed pooled twice: it would count twice over seeds and pair
+    // with itself.
     const auto seed = row.overrides.find("train.seed");
+    std::vector<std::string> values;
+    for (const std::string& k : keys_except(keys, {"train.seed"}))
+      values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
+    const std::string what = legend_name(values).empty() ? row.run_dir.filename().string() : legend_name(values);
     const std::string label = dirs.size() > 1 && seed != row.overrides.end()
-                                  ? fmt::format("{} (seed {})", row.run_dir.filename().string(), seed->second)
+                                  ? fmt::format("{} (seed {})", what, seed->second)
                                   : row.name;
     const auto [first, unique] = labelled.emplace(label, row.name);
     HYLO_CHECK(unique, "report: {} and {} are the same point with the same seed ({}): pool each seed once",

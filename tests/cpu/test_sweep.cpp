@@ -536,6 +536,15 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK(twice.output.find("report: s1/p/00_kind-pbb and s1copy/p/00_kind-pbb are the same point with the same "
                           "seed (1): pool each seed once") != std::string::npos);
   CHECK_FALSE(fs::exists(ws.dir / "dup"));
+  // So does the same settings' run of the same seed under another name (another sweep's order).
+  const std::string reordered = ws.sweep("r.yaml", "name: r\npoints: [{model.local.kind: swa}, {model.local.kind: pbb}]\n"
+                                                   "set: {model.local.window: 8}\n");
+  ws.succeeds("sweep " + reordered + " --local --out s1 --set train.seed=1");
+  const auto renamed = ws.run("report s1/p s2/p s1/r --out dup");
+  CHECK(renamed.exit_code != 0);
+  CHECK(renamed.output.find("report: s1/p/01_kind-swa and s1/r/00_kind-swa are the same point with the same seed (1)") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(ws.dir / "dup"));
 }
 
 TEST_CASE("report pools one sweep run in parts, one directory a call: each point once, from where it ran") {
