@@ -120,8 +120,6 @@ std::pair<double, double> mean_sd(const std::vector<double>& v) {
   return {mean, v.size() > 1 ? std::sqrt(squares / double(v.size() - 1)) : 0.0};
 }
 
-// The finished runs (whose values are final), grouped by their values of `group_keys` (a key a run
-// does not set reads as ""), groups in first-seen order: what both summaries below compare.
 // The values a run sets, for a legend: "pbb, G".
 std::string legend_name(const std::vector<std::string>& values) {
   std::vector<std::string> set;
@@ -129,6 +127,8 @@ std::string legend_name(const std::vector<std::string>& values) {
   return fmt::format("{}", fmt::join(set, ", "));
 }
 
+// The finished runs (whose values are final), grouped by their values of `group_keys` (a key a run
+// does not set reads as ""), groups in first-seen order: what both summaries below compare.
 struct RunGroup {
   std::vector<std::string> values;  // in group_keys order
   std::vector<const ReportRow*> runs;
@@ -516,7 +516,8 @@ int run_report(const ReportOptions& options) {
     std::vector<std::string> values;
     for (const std::string& k : keys_except(keys, {"train.seed"}))
       values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
-    const std::string what = legend_name(values).empty() ? row.run_dir.filename().string() : legend_name(values);
+    const std::string sets = legend_name(values);
+    const std::string what = sets.empty() ? row.run_dir.filename().string() : sets;
     const std::string label = dirs.size() > 1 && seed != row.overrides.end()
                                   ? fmt::format("{} (seed {})", what, seed->second)
                                   : row.name;
