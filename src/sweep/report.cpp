@@ -503,6 +503,7 @@ int run_report(const ReportOptions& options) {
   for (const std::string& condition : options.where) keep_where(condition, keys, rows);
   std::vector<std::string> run_dirs, retrieval_reports;  // the plots' inputs, NAME=path
   std::map<std::string, std::string> labelled;           // plot label -> the row that has it
+  const std::vector<std::string> label_keys = keys_except(keys, {"train.seed"});
   for (ReportRow& row : rows) {
     row.run = point_report(row.run_dir);
     if (!fs::exists(row.run_dir / "metrics.jsonl")) continue;  // a point not run yet: an empty row
@@ -514,7 +515,7 @@ int run_report(const ReportOptions& options) {
     // with itself.
     const auto seed = row.overrides.find("train.seed");
     std::vector<std::string> values;
-    for (const std::string& k : keys_except(keys, {"train.seed"}))
+    for (const std::string& k : label_keys)
       values.push_back(row.overrides.count(k) ? row.overrides.at(k) : "");
     const std::string sets = legend_name(values);
     const std::string what = sets.empty() ? row.run_dir.filename().string() : sets;
