@@ -107,9 +107,13 @@
 #           (default val,retrieval,lastword; ppl needs data/raw/heldout in the carry);
 #           ABLATION_EVAL_ARGS: more `hylo eval` flags, e.g. "--text data/raw/austen/*.txt --n 500"
 #           (the protocol's last word: 500 passages of held-out Austen; carry data/raw/austen). Sweeps on every source (hybrids-*-all,
-#           hybrids-*-retrieval, small-retrieval-long) need data/tokens-all.tar.xz in the carry, made
+#           hybrids-*-retrieval, small-retrieval-long, study-*) need data/tokens-all.tar.xz in the carry, made
 #           here by `hylo data prepare --sources all --out data/tokens-all` and
-#           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (25 MB)
+#           `tar cf - -C data tokens-all | xz -9 -T0 >data/tokens-all.tar.xz` (35 MB since 2026-12-07).
+#           The held-out text may travel packed too, as data/heldout-text.tar.xz (0.7 MB instead of
+#           2.4): `tar cf - -C data raw/heldout raw/austen | xz -9 >data/heldout-text.tar.xz`. The
+#           protocol's carry, within the 64 MiB: [".devbundle", "data/tokenizer/r50k_base.tiktoken"
+#           (the one file eval reads), "data/tokens-all.tar.xz", "data/heldout-text.tar.xz"].
 #
 # Everything, summary.txt included, goes into $OUT/results.tgz (the device tool returns only a few
 # files); summary.txt is also copied next to it. Both are rewritten after every stage and when a
@@ -139,6 +143,7 @@ FINAL_OUT=$OUT
 OUT=$(mktemp -d)  # stage outputs; packed into $FINAL_OUT/results.tgz after each stage
 mkdir -p "$FINAL_OUT"
 [ -f .devbundle/bundle.tar.xz ] && tar xJf .devbundle/bundle.tar.xz -C .devbundle  # scripts/device_bundle.sh
+[ -f data/heldout-text.tar.xz ] && python3 -m tarfile -e data/heldout-text.tar.xz data/  # the ablation's help above
 export LD_LIBRARY_PATH="$PWD/.devbundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 hylo=.devbundle/bin/hylo

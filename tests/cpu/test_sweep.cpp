@@ -338,6 +338,23 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   }
 }
 
+TEST_CASE("plot_loss.py draws one group's seeds as their mean over the steps all logged, in a min-max band") {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) return;
+  // A stand-in axis records what draw() asks for; seed 2 logged one step more, which is left out.
+  const std::string script =
+      "import sys; sys.path.insert(0, sys.argv[1]); import plot_loss\n"
+      "class Ax:\n"
+      "  def plot(self, x, y, **k): print('line', list(x), list(y))\n"
+      "  def fill_between(self, x, lo, hi, **k): print('band', list(x), list(lo), list(hi))\n"
+      "plot_loss.draw(Ax(), [[(1, 2.0), (2, 4.0)], [(1, 4.0), (2, 3.0), (3, 9.0)]], 'C0', 'g', False)\n"
+      "plot_loss.draw(Ax(), [[(1, 5.0)]], 'C1', 'alone', False)\n";
+  const test::CommandResult r =
+      test::run_command(fmt::format("/usr/bin/python3 -c \"{}\" {}/scripts", script, HYLO_SOURCE_DIR));
+  CAPTURE(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output == "line [1, 2] [3.0, 3.5]\nband [1, 2] [2.0, 3.0] [4.0, 4.0]\nline [1] [5.0]\n");
+}
+
 TEST_CASE("report --tune gives each group's best value of a key, by the mean over seeds, and flags the grid's edge") {
   SweepWorkspace ws("tune");
   // In 5 tiny steps lr 1e-4 barely moves the loss and lr 30 blows it up: 0.01 is best, inside the grid.
@@ -405,6 +422,14 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
     CHECK(bad.exit_code == 1);
     CHECK(bad.output.find(message) != std::string::npos);
   }
+  // Two groups of the same settings (a tuned.json edited by hand) leave the point's rate ambiguous.
+  std::ofstream(ws.dir / "twice.json") << R"({"key": "train.lr", "groups": [)"
+                                          R"({"label": "swa", "set": {"model.local.kind": "swa"}, "best": "0.01"},)"
+                                          R"({"label": "swa", "set": {"model.local.kind": "swa"}, "best": "0.1"}]})";
+  const auto ambiguous = ws.run("sweep " + seeds + " --local --out out --dry-run --tuned twice.json");
+  CHECK(ambiguous.exit_code == 1);
+  CHECK(ambiguous.output.find("point 00_kind-swa (model.local.kind=swa) matches 2 of its groups, not one") !=
+        std::string::npos);
   // A tuned.json of an older report (no group settings): one line naming the file, as for any bad file.
   std::ofstream(ws.dir / "old.json") << R"({"key": "train.lr", "groups": [{"label": "pbb", "best": "0.01"}]})";
   const auto old = ws.run("sweep " + seeds + " --local --out out --dry-run --tuned old.json");
@@ -429,6 +454,14 @@ TEST_CASE("report --tune gives each group's best value of a key, by the mean ove
   CHECK(at_best.find("_lr-30_") == std::string::npos);
   CHECK(at_best.find("_lr-1.0e-4_") == std::string::npos);
   CHECK(at_best.find("| swa | 0.01 | 2 | ") != std::string::npos);  // paired over both seeds
+  // Given twice, --where keeps the runs that meet both.
+  ws.succeeds("report out/t --where train.lr=0.01 --where model.local.kind=swa --out swa_at_best");
+  const std::string swa_at_best = read_file(ws.dir / "swa_at_best/report.md").value();
+  CAPTURE(swa_at_best);
+  CHECK(swa_at_best.find("| 08_kind-swa_lr-0.01_seed-1 |") != std::string::npos);
+  CHECK(swa_at_best.find("| 09_kind-swa_lr-0.01_seed-2 |") != std::string::npos);
+  CHECK(swa_at_best.find("_kind-pbb_") == std::string::npos);
+  CHECK(swa_at_best.find("_lr-30_") == std::string::npos);
   for (const auto& [args, message] :
        {std::pair{"--where train.lr", "report: --where 'train.lr': expected KEY=VALUE (e.g. train.lr=3.0e-3)"},
         std::pair{"--where train.warmup_steps=5",
