@@ -6,6 +6,7 @@
 #include <fstream>
 #include <optional>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -147,7 +148,7 @@ TaskDoc winogrande_doc(const Line& line) {
   const std::string sentence = line.text("sentence");
   const size_t blank = sentence.find('_');
   HYLO_CHECK(blank != std::string::npos, "{}:{}: 'sentence' has no '_' to fill", line.path, line.number);
-  const std::string rest = " " + std::string(pytext::strip(std::string_view(sentence).substr(blank + 1)));
+  const std::string rest = fmt::format(" {}", pytext::strip(std::string_view(sentence).substr(blank + 1)));
   TaskDoc d;
   for (const char* key : {"option1", "option2"}) {
     const std::string context = sentence.substr(0, blank) + line.text(key);

@@ -216,7 +216,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
 
   std::string spread = header("seeds", " (mean ± sd)");
   for (const RunGroup& group : groups) {
-    spread += "|" + group.cells() + fmt::format(" {} |", group.runs.size());
+    spread += fmt::format("|{} {} |", group.cells(), group.runs.size());
     for (const std::string& c : columns) {
       std::vector<double> v;
       for (const ReportRow* row : group.runs)
@@ -238,7 +238,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
         if (base->overrides.count(seed) && row->overrides.count(seed) &&
             base->overrides.at(seed) == row->overrides.at(seed))
           pairs.emplace_back(row, base);
-    paired += "|" + groups[g].cells() + fmt::format(" {} |", pairs.size());
+    paired += fmt::format("|{} {} |", groups[g].cells(), pairs.size());
     nlohmann::ordered_json group{{"label", groups[g].name()}, {"pairs", pairs.size()}, {"columns", nlohmann::ordered_json::object()}};
     for (const std::string& c : columns) {
       std::vector<double> d;
@@ -313,7 +313,7 @@ std::string tune_summary(const std::vector<ReportRow>& rows, const std::vector<s
       scores[t->second.written] = *t->second.mean;
       if (best == tried.end() || *t->second.mean < *best->second.mean) best = t;
     }
-    std::string line = "|" + group.cells();
+    std::string line = fmt::format("|{}", group.cells());
     if (best == tried.end()) {
       line += " - | - |";
     } else {
@@ -584,9 +584,9 @@ int run_report(const ReportOptions& options) {
       fmt::print("report: no {} ({} not found)\n", png, script ? "/usr/bin/python3 with matplotlib" : "scripts/" + script_name);
       return "";
     }
-    std::string command = "/usr/bin/python3 " + shell_quote(script->string());
-    for (const std::string& input : inputs) command += " " + shell_quote(input);
-    command += " --out " + shell_quote((dir / png).string()) + " >/dev/null";
+    std::string command = fmt::format("/usr/bin/python3 {}", shell_quote(script->string()));
+    for (const std::string& input : inputs) command += fmt::format(" {}", shell_quote(input));
+    command += fmt::format(" --out {} >/dev/null", shell_quote((dir / png).string()));
     if (std::system(command.c_str()) == 0) return fmt::format("\n![{}]({})\n", caption, png);
     fmt::print(stderr, "report: {} failed; no {}\n", script_name, png);
     return "";

@@ -205,7 +205,10 @@ int Trainer::run() {
   const double flops_per_token = train_flops_per_token(config_.model, t.seq_len);
   const double peak = peak_flops(device_ == Device::cuda) * layout_->world_size();
   Progress progress(t.steps, start_step_);
-  RunSummary summary{start_step_, start_step_, t.steps, int64_t(double(start_step_) * tokens_per_step)};
+  RunSummary summary;
+  summary.first_step = summary.last_step = start_step_;
+  summary.total_steps = t.steps;
+  summary.tokens = int64_t(double(start_step_) * tokens_per_step);
   summary.checkpoint = resumed_from_;
   const std::string ranks =
       layout_->world_size() == 1

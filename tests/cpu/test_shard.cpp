@@ -7,6 +7,8 @@
 #include <fstream>
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "core/error.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -52,7 +54,7 @@ TEST_CASE("shard: write then read back, uint16 and uint32") {
   for (uint64_t vocab : {uint64_t(50257), uint64_t(65536), uint64_t(70000)}) {
     CAPTURE(vocab);
     const auto tokens = sample_tokens(12345, int32_t(vocab));
-    const std::string path = dir.file("s" + std::to_string(vocab) + ".bin");
+    const std::string path = dir.file(fmt::format("s{}.bin", vocab));
     write_shard(path, tokens, vocab, 17, "split=train\nseed=7\n");
     const ShardReader shard(path);
     const uint32_t token_bytes = vocab <= 65536 ? 2 : 4;
