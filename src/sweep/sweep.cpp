@@ -146,6 +146,17 @@ std::string point_slug(const std::vector<Override>& varied) {
   return slug.empty() ? "base" : slug;
 }
 
+namespace {
+
+// "07_kind-pbb_lr-0.001": the point's index, zero-padded to the width of the sweep's last index (at
+// least 2, so that names sort in order), then the slug of what it varies.
+std::string point_name(size_t index, size_t points, const std::vector<Override>& varied) {
+  const int width = std::max<int>(2, int(std::to_string(points - 1).size()));
+  return fmt::format("{:0{}}_{}", index, width, point_slug(varied));
+}
+
+}  // namespace
+
 std::string shell_quote(const std::string& text) {
   std::string out = "'";
   for (char c : text) {
@@ -259,7 +270,6 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
     for (const auto& axis : axes) combos *= axis.second.size();
     const size_t total = listed.size() * combos;
     HYLO_CHECK(total <= 10000, "{}: {} points; more than 10000 is probably a mistake", path, total);
-    const int width = std::max<int>(2, int(std::to_string(total - 1).size()));
     for (const auto& base_point : listed) {
       for (size_t c = 0; c < combos; ++c) {
         SweepPoint point;
@@ -268,7 +278,7 @@ SweepSpec load_sweep(const std::string& path, const std::vector<std::string>& cl
         std::vector<size_t> digit(axes.size());
         for (size_t a = axes.size(); a-- > 0;) digit[a] = rest % axes[a].second.size(), rest /= axes[a].second.size();
         for (size_t a = 0; a < axes.size(); ++a) point.varied.emplace_back(axes[a].first, axes[a].second[digit[a]]);
-        point.name = fmt::format("{:0{}}_{}", spec.points.size(), width, point_slug(point.varied));
+        point.name = point_name(spec.points.size(), total, point.varied);
         for (const auto& [k, v] : spec.set) point.overrides.push_back(k + "=" + v);
         for (const auto& [k, v] : point.varied) point.overrides.push_back(k + "=" + v);
         spec.points.push_back(std::move(point));
@@ -305,7 +315,8 @@ void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
     for (const auto& [k, v] : group["set"].items())
       if (std::ranges::find(group_keys, k) == group_keys.end()) group_keys.push_back(k);
   }
-  for (SweepPoint& point : spec.points) {
+  for (size_t index = 0; index < spec.points.size(); ++index) {
+    SweepPoint& point = spec.points[index];
     std::map<std::string, std::string> settings;  // the point's overrides in order: the later wins
     for (const std::string& text : point.overrides) {
       const auto [k, v] = split_override(text);
@@ -334,7 +345,7 @@ void apply_tuned(SweepSpec& spec, const std::string& tuned_path) {
                tuned_path, key, best, fmt::join(described, " "));
     point.varied.emplace_back(key, best);
     point.overrides.push_back(key + "=" + best);
-    point.name = point.name.substr(0, point.name.find('_') + 1) + point_slug(point.varied);  // same index, new value
+    point.name = point_name(index, spec.points.size(), point.varied);
   }
 }
 
