@@ -206,12 +206,17 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
     auto it = row.values.find(c);
     return it == row.values.end() ? std::nullopt : std::optional<double>(it->second);
   };
-  auto cell = [](const std::vector<double>& v, bool standard_error) {
+  // A paired difference more than 2 standard errors from zero (experiments/PROTOCOL.md: within 2 SE is
+  // "no difference resolved") is shown in bold, so that a reader need not divide. With few pairs a
+  // t-test is stricter (6 pairs: 2.57 se at 5%); the data keep mean and se for it.
+  auto beyond_2se = [](double mean, double se) { return std::fabs(mean) > 2 * se; };
+  auto cell = [&](const std::vector<double>& v, bool standard_error) {
     if (v.empty()) return std::string(" - |");
     const auto [mean, sd] = mean_sd(v);
     const double spread = standard_error ? sd / std::sqrt(double(v.size())) : sd;
-    return v.size() > 1 ? fmt::format(" {} ± {} |", format_value(mean), format_value(spread))
-                        : fmt::format(" {} |", format_value(mean));
+    if (v.size() == 1) return fmt::format(" {} |", format_value(mean));
+    const char* bold = standard_error && beyond_2se(mean, spread) ? "**" : "";
+    return fmt::format(" {}{} ± {}{} |", bold, format_value(mean), format_value(spread), bold);
   };
 
   std::string spread = header("seeds", " (mean ± sd)");
@@ -247,14 +252,15 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
       paired += cell(d, true);
       if (d.empty()) continue;
       const auto [mean, sd] = mean_sd(d);
-      group["columns"][c] = {{"n", d.size()}, {"mean", mean}, {"se", sd / std::sqrt(double(d.size()))}};
+      const double se = sd / std::sqrt(double(d.size()));
+      group["columns"][c] = {{"n", d.size()}, {"mean", mean}, {"se", se}, {"beyond_2se", d.size() > 1 && beyond_2se(mean, se)}};
     }
     paired_out["groups"].push_back(group);
     paired += "\n";
   }
   return out +
          "\nPaired by seed (each group minus the first group above, over the seeds both finished; se: the "
-         "standard error of the mean difference):\n\n" +
+         "standard error of the mean difference; in bold: more than 2 se from zero):\n\n" +
          paired;
 }
 

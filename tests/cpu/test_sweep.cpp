@@ -317,8 +317,10 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   CHECK(md.find("| pbb |", paired) == std::string::npos);  // the first group is what the others are measured from
   const size_t at = md.find("| swa | 2 | ", paired);
   REQUIRE(at != std::string::npos);
-  const std::string line = md.substr(at, md.find('\n', at) - at);
+  std::string line = md.substr(at, md.find('\n', at) - at);
   CAPTURE(line);
+  const bool val_loss_bold = line.substr(line.find(" | ", line.find(" ± ")) + 3).starts_with("**");
+  std::erase(line, '*');  // a difference beyond 2 se is in bold
   const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
   CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
   CHECK(std::fabs(std::stod(line.substr(line.find(" ± ", val) + 4)) - std::fabs(d1 - d2) / 2) < 1e-4);
@@ -332,6 +334,9 @@ TEST_CASE("report sums up runs that differ only in the seed: mean and standard d
   CHECK(v["n"] == 2);
   CHECK(std::fabs(v["mean"].get<double>() - (d1 + d2) / 2) < 1e-4);
   CHECK(std::fabs(v["se"].get<double>() - std::fabs(d1 - d2) / 2) < 1e-4);
+  // In bold, and flagged in the data, when more than 2 se from zero: here |d1 + d2| / 2 > |d1 - d2|.
+  CHECK(v["beyond_2se"] == (std::fabs(d1 + d2) / 2 > std::fabs(d1 - d2)));
+  CHECK(val_loss_bold == v["beyond_2se"].get<bool>());
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
     CHECK(fs::exists(dir / "paired.png"));
     CHECK(md.find("![differences from the first group, paired by seed](paired.png)") != std::string::npos);
@@ -498,16 +503,16 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   CHECK(alone.find("Over seeds") == std::string::npos);
 
   // Eval reports by distance: the summary over seeds pairs each distance's accuracy too.
-  auto eval_report = [&](const char* run, double at8) {
+  auto eval_report = [&](const char* run, double overall, double at8) {
     std::ofstream(ws.dir / run / "eval.json") << fmt::format(
         R"({{"retrieval": {{"overall": {{"accuracy": {0}, "token_accuracy": {0}}}, )"
-        R"("by_distance": [{{"distance": 8, "all": {{"accuracy": {0}, "token_accuracy": {0}}}}}]}}}})",
-        at8);
+        R"("by_distance": [{{"distance": 8, "all": {{"accuracy": {1}, "token_accuracy": {1}}}}}]}}}})",
+        overall, at8);
   };
-  eval_report("s1/p/00_kind-pbb", 0.5);
-  eval_report("s1/p/01_kind-swa", 0.25);
-  eval_report("s2/p/00_kind-pbb", 0.75);
-  eval_report("s2/p/01_kind-swa", 0.25);
+  eval_report("s1/p/00_kind-pbb", 0.5, 0.5);
+  eval_report("s1/p/01_kind-swa", 0.25, 0.25);
+  eval_report("s2/p/00_kind-pbb", 0.5, 0.75);
+  eval_report("s2/p/01_kind-swa", 1.0, 0.25);
   const auto r = ws.succeeds("report s1/p s2/p/ --out pooled");
   const std::string md = read_file(ws.dir / "pooled/report.md").value();
   CAPTURE(md);
@@ -525,17 +530,21 @@ TEST_CASE("report combines one sweep run once per seed into several directories,
   REQUIRE(at != std::string::npos);
   const std::string line = md.substr(at, md.find('\n', at) - at);
   CAPTURE(line);
-  const size_t val = line.find(" | ", line.find(" ± ")) + 3;  // the column after loss
-  CHECK(std::fabs(std::stod(line.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
-  // swa − pbb at distance 8: −0.25 and −0.5, so −0.375 ± 0.125, the last column.
+  std::string plain = line;
+  std::erase(plain, '*');  // a difference beyond 2 se is in bold
+  const size_t val = plain.find(" | ", plain.find(" ± ")) + 3;  // the column after loss
+  CHECK(std::fabs(std::stod(plain.substr(val)) - (d1 + d2) / 2) < 1e-4);  // printed to 4 decimals
+  // swa − pbb at distance 8: −0.25 and −0.5, so −0.375 ± 0.125, the last column, 3 se from zero:
+  // in bold. Overall: −0.25 and +0.5, so 0.125 ± 0.375, within 2 se: plain.
   CHECK(md.find("| retrieval_acc@8 − first (mean ± se) |") != std::string::npos);
-  CHECK(line.ends_with(" | -0.3750 ± 0.1250 |"));
+  CHECK(line.ends_with(" | **-0.3750 ± 0.1250** |"));
+  CHECK(line.find(" | 0.1250 ± 0.3750 | ") != std::string::npos);
   // --baseline pairs against another point: pbb − swa is the negation.
   ws.succeeds("report s1/p s2/p --out against_swa --baseline swa");
   const std::string against = read_file(ws.dir / "against_swa/report.md").value();
   const size_t at_pbb = against.find("| pbb | 2 | ", against.find("Paired by seed"));
   REQUIRE(at_pbb != std::string::npos);
-  CHECK(against.substr(at_pbb, against.find('\n', at_pbb) - at_pbb).ends_with(" | 0.3750 ± 0.1250 |"));
+  CHECK(against.substr(at_pbb, against.find('\n', at_pbb) - at_pbb).ends_with(" | **0.3750 ± 0.1250** |"));
   const auto no_match = ws.run("report s1/p s2/p --out bad --baseline full");
   CHECK(no_match.exit_code != 0);
   CHECK(no_match.output.find("report: --baseline 'full' matches 0 of the points (' pbb |', ' swa |'); it must name one") !=
