@@ -22,9 +22,9 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 phase tests
 
 # -Og -g1: line tables are all the sanitizers' reports need, and -Og compiles the heaviest files in
-# about half the time of -O1 (report.cpp 27 s against 48 s). Clean-clone CI runs on this 2-core
-# machine (2026-12-07): the sanitized build 11m6s at -Og against 17-19 min at -O1 (-O2 -g was
-# slower still), the sanitized tests 4m7s against 3m54s-4m15s.
+# about half the time of -O1 (report.cpp 27 s against 48 s; the whole sanitized build 621 s against
+# 824 s, measured side by side on this 2-core machine, 2026-12-07). A clean-clone run on the idle
+# machine (2026-12-08): sanitized build 5m21s, sanitized tests 2m7s, all of CI 16m39s.
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-Og -g1 -DNDEBUG" \
   -DHYLO_CUDA=OFF -DHYLO_SANITIZE=address,undefined >/dev/null
 cmake --build build-asan -j"$jobs" --target hylo_tests hylo

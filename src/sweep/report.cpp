@@ -209,14 +209,22 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
   // A paired difference more than 2 standard errors from zero (experiments/PROTOCOL.md: within 2 SE is
   // "no difference resolved") is shown in bold, so that a reader need not divide. With few pairs a
   // t-test is stricter (6 pairs: 2.57 se at 5%); the data keep mean and se for it.
-  auto beyond_2se = [](double mean, double se) { return std::fabs(mean) > 2 * se; };
-  auto cell = [&](const std::vector<double>& v, bool standard_error) {
-    if (v.empty()) return std::string(" - |");
+  struct Summary {
+    size_t n;
+    double mean, spread;  // spread: the standard deviation, or the standard error of the mean
+    bool beyond_2se;      // standard error only: the mean more than 2 of it from zero (n > 1)
+  };
+  auto summarize = [](const std::vector<double>& v, bool standard_error) -> std::optional<Summary> {
+    if (v.empty()) return std::nullopt;
     const auto [mean, sd] = mean_sd(v);
     const double spread = standard_error ? sd / std::sqrt(double(v.size())) : sd;
-    if (v.size() == 1) return fmt::format(" {} |", format_value(mean));
-    const char* bold = standard_error && beyond_2se(mean, spread) ? "**" : "";
-    return fmt::format(" {}{} ± {}{} |", bold, format_value(mean), format_value(spread), bold);
+    return Summary{v.size(), mean, spread, standard_error && v.size() > 1 && std::fabs(mean) > 2 * spread};
+  };
+  auto cell = [](const std::optional<Summary>& s) {
+    if (!s) return std::string(" - |");
+    if (s->n == 1) return fmt::format(" {} |", format_value(s->mean));
+    const char* bold = s->beyond_2se ? "**" : "";
+    return fmt::format(" {}{} ± {}{} |", bold, format_value(s->mean), format_value(s->spread), bold);
   };
 
   std::string spread = header("seeds", " (mean ± sd)");
@@ -226,7 +234,7 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
       std::vector<double> v;
       for (const ReportRow* row : group.runs)
         if (auto x = value(*row, c)) v.push_back(*x);
-      spread += cell(v, false);
+      spread += cell(summarize(v, false));
     }
     spread += "\n";
   }
@@ -249,11 +257,11 @@ std::string seed_summary(const std::vector<ReportRow>& rows, const std::vector<s
       std::vector<double> d;
       for (const auto& [row, base] : pairs)
         if (auto x = value(*row, c), y = value(*base, c); x && y) d.push_back(*x - *y);
-      paired += cell(d, true);
-      if (d.empty()) continue;
-      const auto [mean, sd] = mean_sd(d);
-      const double se = sd / std::sqrt(double(d.size()));
-      group["columns"][c] = {{"n", d.size()}, {"mean", mean}, {"se", se}, {"beyond_2se", d.size() > 1 && beyond_2se(mean, se)}};
+      const std::optional<Summary> difference = summarize(d, true);
+      paired += cell(difference);
+      if (difference)
+        group["columns"][c] = {{"n", difference->n}, {"mean", difference->mean}, {"se", difference->spread},
+                               {"beyond_2se", difference->beyond_2se}};
     }
     paired_out["groups"].push_back(group);
     paired += "\n";
